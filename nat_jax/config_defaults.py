@@ -1,0 +1,47 @@
+"""Defaults shared by every recipe in configs/; a recipe overrides what differs."""
+from __future__ import annotations
+
+import ml_collections
+
+
+def base_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  c.total_steps = 10_000
+
+  c.model = ml_collections.ConfigDict(dict(
+      method='at', d_model=512, num_heads=8, d_ff=2048, enc_layers=6, dec_layers=6, dropout=0.1,
+      attention_dropout=0.0, pre_norm=True, relative_window=0, dtype='float32'))
+
+  c.data = ml_collections.ConfigDict(dict(
+      source='bible', pair='en-de', train_files='', validation_files='', test_files='', tfds_name='',
+      source_lang='en', target_lang='de', tfds_data_dir='', max_examples=0))
+  c.vocab_size = 8000
+  c.max_len = 128            # tokens per side incl. EOS; longer training pairs are dropped (and counted)
+  c.max_decode_len = 256     # decoder cache bound (per batch: min(this, 1.5 * source width + 10))
+  c.tokens_per_batch = 4096  # global batch budget (rows * padded length)
+  c.num_buckets = 4          # compiled (rows, length) shapes
+  c.grad_accum_steps = 1
+
+  c.learning_rate = 5e-4
+  c.warmup_steps = 4000
+  c.adam_b1 = 0.9
+  c.adam_b2 = 0.98
+  c.weight_decay = 0.0
+  c.clip_norm = 1.0
+  c.label_smoothing = 0.1
+
+  c.mesh = ml_collections.ConfigDict(dict(model_parallel=1))
+  c.log_every = 50
+  c.eval_every = 1000
+  c.checkpoint_every = 1000
+  c.keep_checkpoints = 3
+  c.keep_best = 1
+  c.eval_decoder = 'greedy'
+  c.eval_max_sentences = 0   # validation BLEU on the first N sentences (0 = all)
+  c.test_decoder = 'beam'
+  c.test_average = 1         # average the last N checkpoints for the final test evaluation
+  c.decode_batch_size = 64
+  c.num_samples = 5
+  c.compilation_cache_dir = '~/.cache/nat_jax/jax'  # '' disables JAX's persistent compilation cache
+  return c

@@ -1,0 +1,136 @@
+"""Token-budget batching into a few fixed (rows, length) shapes, so XLA compiles only a few.
+
+Training batches are a pure function of (seed, step): resuming at step s yields exactly the batch an
+uninterrupted run would have seen, with no iterator state to checkpoint.
+"""
+
+import math
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from nat_jax.data.tokenizer import EOS_ID, PAD_ID
+
+Pair = tuple[np.ndarray, np.ndarray]  # (source int32[n], target int32[m]), both ending in EOS.
+
+
+def bucket_shapes(max_len: int, tokens_per_batch: int, num_buckets: int,
+                  row_multiple: int = 1) -> list[tuple[int, int]]:
+  """(rows, length) per bucket, sorted by length; the last length covers `max_len`.
+
+  Lengths are evenly spaced up to `max_len`, each rounded up to a multiple of 8; rows is the token
+  budget // length rounded down to a multiple of `row_multiple` (at least `row_multiple`).
+  """
+  if min(max_len, tokens_per_batch, num_buckets, row_multiple) < 1:
+    raise ValueError('bucket_shapes needs positive max_len, tokens_per_batch, num_buckets and '
+                     f'row_multiple, got {(max_len, tokens_per_batch, num_buckets, row_multiple)}.')
+  lengths = sorted({8 * math.ceil(max_len * (i + 1) / num_buckets / 8) for i in range(num_buckets)})
+  return [(max(row_multiple, tokens_per_batch // length // row_multiple * row_multiple), length)
+          for length in lengths]
+
+
+def encode_pairs(examples, tokenizer, max_len: int) -> tuple[list[Pair], int]:
+  """Tokenizes source and first reference (+EOS); drops pairs longer than `max_len` on a side.
+
+  Returns (pairs, number of dropped examples).
+  """
+  pairs, dropped = [], 0
+  for example in examples:
+    source = tokenizer.encode(example.source) + [EOS_ID]
+    target = tokenizer.encode(example.references[0]) + [EOS_ID]
+    if max(len(source), len(target)) > max_len:
+      dropped += 1
+    else:
+      pairs.append((np.asarray(source, np.int32), np.asarray(target, np.int32)))
+  return pairs, dropped
+
+
+def pad_rows(seqs: Sequence[np.ndarray | None], length: int) -> np.ndarray:
+  """int32[len(seqs), length], row i = seqs[i] padded with PAD_ID (None = all-pad row)."""
+  out = np.full((len(seqs), length), PAD_ID, np.int32)
+  for row, seq in zip(out, seqs):
+    if seq is not None:
+      row[:len(seq)] = seq
+  return out
+
+
+class TrainBatches:
+  """Shuffled, bucketed training batches; `batches(step)` depends only on (seed, step).
+
+  Epoch e: pairs are permuted with `np.random.default_rng((seed, e))`, each bucket's pairs (in
+  that order) are cut into batches of the bucket's rows (the last one padded with empty rows),
+  and the epoch's batch order is permuted with the same generator. Epochs are concatenated.
+  With several processes, process p gets rows [p * rows / P, (p + 1) * rows / P) of each batch.
+  """
+
+  def __init__(self, pairs: Sequence[Pair], shapes: Sequence[tuple[int, int]], seed: int,
+               process_index: int = 0, process_count: int = 1):
+    if not pairs:
+      raise ValueError('TrainBatches needs at least one pair.')
+    self.shapes = sorted(shapes, key=lambda shape: shape[1])
+    bad_rows = [rows for rows, _ in self.shapes if rows % process_count]
+    if bad_rows:
+      raise ValueError(f'Batch rows {bad_rows} do not divide by process_count={process_count}; '
+                       'use bucket_shapes(..., row_multiple=<multiple of the process count>).')
+    if not 0 <= process_index < process_count:
+      raise ValueError(f'process_index={process_index} not in [0, {process_count}).')
+    self.pairs, self.seed = list(pairs), seed
+    self.process_index, self.process_count = process_index, process_count
+    lengths = np.array([max(len(s), len(t)) for s, t in self.pairs])  # [num_pairs]
+    bucket_lengths = np.array([length for _, length in self.shapes])
+    if lengths.max() > bucket_lengths[-1]:
+      raise ValueError(f'A pair of {lengths.max()} tokens exceeds the longest bucket '
+                       f'({bucket_lengths[-1]}); filter pairs with encode_pairs(max_len=...).')
+    self.bucket = np.searchsorted(bucket_lengths, lengths)  # [num_pairs] smallest fitting bucket
+    counts = np.bincount(self.bucket, minlength=len(self.shapes))
+    self.batches_per_epoch = sum(-(-int(n) // rows) for n, (rows, _) in zip(counts, self.shapes))
+    self._layouts: dict[int, list[tuple[int, np.ndarray]]] = {}
+
+  def epoch_of(self, step: int) -> int:
+    return step // self.batches_per_epoch
+
+  def _layout(self, epoch: int) -> list[tuple[int, np.ndarray]]:
+    """The epoch's batches as (bucket, pair indices int64[rows], -1 = empty row), cached."""
+    if epoch not in self._layouts:
+      rng = np.random.default_rng((self.seed, epoch))
+      order = rng.permutation(len(self.pairs))
+      batches = []
+      for b, (rows, _) in enumerate(self.shapes):
+        members = order[self.bucket[order] == b]
+        padded = np.full(-(-len(members) // rows) * rows, -1, np.int64)
+        padded[:len(members)] = members
+        batches += [(b, chunk) for chunk in padded.reshape(-1, rows)]
+      self._layouts = {epoch: [batches[i] for i in rng.permutation(len(batches))]}
+    return self._layouts[epoch]
+
+  def __call__(self, step: int) -> dict[str, np.ndarray]:
+    """{'source', 'target'}: int32[rows / process_count, length] of this process, pad 0."""
+    bucket, indices = self._layout(self.epoch_of(step))[step % self.batches_per_epoch]
+    rows, length = self.shapes[bucket]
+    local = rows // self.process_count
+    indices = indices[self.process_index * local:(self.process_index + 1) * local]
+    chosen = [self.pairs[i] if i >= 0 else (None, None) for i in indices]
+    return {'source': pad_rows([s for s, _ in chosen], length),
+            'target': pad_rows([t for _, t in chosen], length)}
+
+
+def inference_batches(seqs: Sequence[Sequence[int]], rows: int,
+                      lengths: Sequence[int]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+  """Length-sorted translation batches: (index int64[rows], tokens int32[rows, Lb]).
+
+  `index` holds positions in `seqs` (-1 for padding rows); Lb is the smallest of `lengths` that
+  fits the batch's longest sequence, so there are at most len(lengths) shapes. Sequences must
+  not exceed max(lengths) (truncate before calling).
+  """
+  lengths = sorted(lengths)
+  sizes = np.array([len(s) for s in seqs], np.int64)
+  if sizes.size and sizes.max() > lengths[-1]:
+    raise ValueError(f'Sequence {int(sizes.argmax())} has {sizes.max()} tokens, more than the '
+                     f'longest allowed length {lengths[-1]}; truncate inputs first.')
+  order = np.argsort(-sizes, kind='stable')  # Longest first: memory problems show up at once.
+  for start in range(0, len(order), rows):
+    index = np.full(rows, -1, np.int64)
+    chunk = order[start:start + rows]
+    index[:len(chunk)] = chunk
+    length = lengths[int(np.searchsorted(lengths, sizes[chunk].max()))]
+    yield index, pad_rows([np.asarray(seqs[i]) if i >= 0 else None for i in index], length)

@@ -1,0 +1,88 @@
+"""Joint sentencepiece vocabulary: trained once on the training split, stored with the run."""
+
+import io
+import os
+import re
+from typing import Iterable, Sequence
+
+import numpy as np
+import sentencepiece as spm
+
+PAD_ID, EOS_ID, BOS_ID, UNK_ID, MASK_ID = 0, 1, 2, 3, 4
+MASK_PIECE = '<mask>'
+MAX_TRAINING_SENTENCES = 200_000
+
+
+class Tokenizer:
+  """Sentencepiece model with fixed special ids: pad 0, eos 1, bos 2, unk 3, mask 4."""
+
+  pad_id, eos_id, bos_id, unk_id, mask_id = PAD_ID, EOS_ID, BOS_ID, UNK_ID, MASK_ID
+
+  def __init__(self, model_path: str):
+    self.model_path = model_path
+    self._sp = spm.SentencePieceProcessor(model_file=model_path)
+    found = (self._sp.pad_id(), self._sp.eos_id(), self._sp.bos_id(), self._sp.unk_id(),
+             self._sp.piece_to_id(MASK_PIECE))
+    if found != (PAD_ID, EOS_ID, BOS_ID, UNK_ID, MASK_ID):
+      raise ValueError(f'Sentencepiece model {model_path!r} has special ids (pad, eos, bos, unk, '
+                       f'mask)={found}, expected (0, 1, 2, 3, 4); delete it to retrain.')
+    self.vocab_size: int = self._sp.get_piece_size()
+    self._skip = np.zeros(self.vocab_size, bool)
+    self._skip[[PAD_ID, BOS_ID, MASK_ID]] = True
+
+  def encode(self, text: str) -> list[int]:
+    """Token ids of `text`, without EOS."""
+    return self._sp.encode(text)
+
+  def decode(self, ids: Sequence[int]) -> str:
+    """Text of `ids` up to the first EOS, ignoring pad/bos/mask."""
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    eos = np.flatnonzero(ids == EOS_ID)
+    ids = ids[:eos[0]] if eos.size else ids
+    ids = ids[(ids >= 0) & (ids < self.vocab_size)]
+    return self._sp.decode(ids[~self._skip[ids]].tolist())
+
+  def decode_batch(self, ids_2d) -> list[str]:
+    """`decode` of every row of an int array [batch, length]."""
+    return [self.decode(row) for row in ids_2d]
+
+
+def train_model(texts: Iterable[str], vocab_size: int) -> bytes:
+  """Serialized unigram model trained on `texts`; raises RuntimeError if `vocab_size` is too big."""
+  model = io.BytesIO()
+  spm.SentencePieceTrainer.train(
+      sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size,
+      model_type='unigram', character_coverage=1.0, byte_fallback=True,
+      pad_id=PAD_ID, eos_id=EOS_ID, bos_id=BOS_ID, unk_id=UNK_ID, control_symbols=[MASK_PIECE],
+      input_sentence_size=MAX_TRAINING_SENTENCES, shuffle_input_sentence=True,
+      max_sentence_length=1 << 16, minloglevel=2)
+  return model.getvalue()
+
+
+def load_or_train_tokenizer(model_path: str, texts: Iterable[str], vocab_size: int) -> Tokenizer:
+  """Loads `model_path`, or trains a joint model on `texts` and writes it there atomically.
+
+  If the text supports fewer than `vocab_size` pieces, trains with the largest size it supports.
+  """
+  if not os.path.exists(model_path):
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+      raise ValueError(f'No text to train the sentencepiece model {model_path!r} on.')
+    print(f'Training a {vocab_size}-piece sentencepiece model on {len(texts)} sentences '
+          f'-> {model_path}', flush=True)
+    try:
+      model = train_model(texts, vocab_size)
+    except RuntimeError as e:
+      limit = re.search(r'Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)',
+                        str(e))
+      if not limit:
+        raise ValueError(f'Sentencepiece training for {model_path!r} failed: {e}') from e
+      print(f'Vocabulary size {vocab_size} is too large for this text; using {limit[1]}.',
+            flush=True)
+      model = train_model(texts, int(limit[1]))
+    os.makedirs(os.path.dirname(os.path.abspath(model_path)), exist_ok=True)
+    tmp_path = f'{model_path}.tmp{os.getpid()}'
+    with open(tmp_path, 'wb') as f:
+      f.write(model)
+    os.replace(tmp_path, model_path)
+  return Tokenizer(model_path)

@@ -1,0 +1,191 @@
+"""Jacobi parallel decoding (PJ, PGJ, HGJ): greedy's output from parallel fixed-point iterations.
+
+Greedy decoding solves the triangular system y_t = argmax p(. | y_<t, x), t = 1..T, by substitution.
+Jacobi iteration solves every equation of a block at once from a draft, feeding the block's draft
+tokens to `method.step_logits` in one call, and repeats. Written only against the autoregressive
+interface (`encode / init_cache / step_logits`, see nat_jax.methods), so it runs on any
+left-to-right method unchanged.
+
+Finality. An iteration feeds the draft inputs of slots [s, s + W) (slot 0 holds BOS, slot i the
+token at position i) and predicts positions s+1 .. s+W. The prediction for position s+1+j is
+final (equals greedy's token) when all its inputs were final: slot s is (s never passes a row's
+final prefix) and input s+i is final when the new prediction for that position equals the draft
+it replaced. So each iteration extends a row's final prefix by 1 + the leading run of unchanged
+positions: at least one token per iteration, hence at most `greedy length` iterations, and no
+extra "nothing changed" confirmation pass is needed. Final tokens are never overwritten.
+
+Blocks and the batch. PGJ cuts the target into consecutive blocks of `block_size` positions;
+Jacobi runs inside the current block until it is final, then moves on. PJ is the same with one
+block spanning the maximum length. The block start is common to the batch (blocks sit at fixed
+multiples of b for every row anyway): the batch moves to the next block when every unfinished
+row has finalised the current one, and a row that is ahead waits. Its waiting passes are not
+counted: aux['iterations'] is each row's own number of iterations (what it needs at batch 1);
+aux['passes'] is the number of decoder passes the batch ran. The common start keeps
+`step_logits` scalar-start, so the cache of the final prefix is reused as-is: slots < s are
+final, slots of the block are rewritten by every call before anything reads them.
+
+PGJ vs HGJ. The paper's PGJ knows the target length beforehand (an oracle); ours needs none: a
+PGJ/PJ row stops the moment an EOS enters its final prefix, which is exactly the oracle length.
+HGJ is the paper's practical variant: it looks for EOS only in a converged block, so a row stops
+once the whole block holding EOS is final, including the positions after EOS, which costs up to
+b - 1 extra iterations in the last block (bounded by the maximum length).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from nat_jax.data.tokenizer import Tokenizer
+from nat_jax.decode import DecodeOutput, register_decoder
+from nat_jax.decode.greedy import resolve_max_len
+
+
+def pad_draft(batch: int, length: int) -> jax.Array:
+  """Default initialisation: an all-[PAD] draft i32[B, length]."""
+  return jnp.zeros((batch, length), jnp.int32)
+
+
+class JacobiState(NamedTuple):
+  tokens: jax.Array      # i32[B, P+1]: BOS at slot 0, draft/final tokens of positions 1..P
+  logp: jax.Array        # f32[B, P+1]: log-probability of each draft token when it was predicted
+  fixed: jax.Array       # i32[B]: positions 1..fixed are final
+  done: jax.Array        # bool[B]
+  iterations: jax.Array  # i32[B]: iterations the row itself needed
+  start: jax.Array       # i32[]: first input slot of the current block (common to the batch)
+  passes: jax.Array      # i32[]: decoder passes run
+  cache: dict
+
+
+def final_eos(tokens, fixed, block_end, t_max):
+  """PJ/PGJ stop: an EOS is final, or the maximum length is. bool[B]."""
+  del block_end
+  return has_eos(tokens, fixed) | (fixed >= t_max)
+
+
+def converged_block_eos(tokens, fixed, block_end, t_max):
+  """HGJ stop: the current block is final and holds an EOS, or the maximum length is final. bool[B]."""
+  return ((fixed >= block_end) & has_eos(tokens, fixed)) | (fixed >= t_max)
+
+
+def has_eos(tokens, upto):
+  """tokens i32[B, P+1], upto i32[B] -> bool[B]: EOS among positions 1..upto."""
+  positions = jnp.arange(tokens.shape[1])  # [P+1]
+  return jnp.any((tokens == Tokenizer.eos_id) & (positions >= 1) & (positions <= upto[:, None]), axis=1)
+
+
+def init_state(method, params, enc, batch: int, width: int, t_max: int, init_draft: Callable) -> JacobiState:
+  """Draft of P = ceil(t_max / width) * width positions, nothing final, block 0."""
+  padded = -(-t_max // width) * width
+  bos = jnp.full((batch, 1), Tokenizer.bos_id, jnp.int32)
+  tokens = jnp.concatenate([bos, init_draft(batch, padded).astype(jnp.int32)], axis=1)  # [B, P+1]
+  zeros = jnp.zeros((batch,), jnp.int32)
+  return JacobiState(tokens, jnp.zeros(tokens.shape, jnp.float32), zeros, jnp.zeros((batch,), bool), zeros,
+                     jnp.int32(0), jnp.int32(0), method.init_cache(params, enc, padded))
+
+
+def leading_run(same):
+  """bool[B, W] -> i32[B]: how many leading entries are True."""
+  return jnp.sum(jnp.cumprod(same.astype(jnp.int32), axis=1), axis=1)
+
+
+def jacobi_iteration(method, params, enc, state: JacobiState, width: int, t_max: int, finished: Callable) -> JacobiState:
+  """One decoder pass over the current block of every row; the single implementation of an iteration."""
+  s, block_end = state.start, state.start + width
+  inputs = jax.lax.dynamic_slice_in_dim(state.tokens, s, width, axis=1)  # [B, W]: slots s..s+W-1
+  logits, cache = method.step_logits(params, enc, state.cache, inputs, s)
+  logp = jax.nn.log_softmax(logits.astype(jnp.float32))  # [B, W, V]
+  new = jnp.argmax(logp, axis=-1).astype(jnp.int32)  # [B, W]: positions s+1..s+W
+  new_logp = jnp.max(logp, axis=-1)  # [B, W]
+  old = jax.lax.dynamic_slice_in_dim(state.tokens, s + 1, width, axis=1)  # [B, W]
+  old_logp = jax.lax.dynamic_slice_in_dim(state.logp, s + 1, width, axis=1)  # [B, W]
+  keep = (s + 1 + jnp.arange(width) <= state.fixed[:, None]) | state.done[:, None]  # [B, W]
+  new, new_logp = jnp.where(keep, old, new), jnp.where(keep, old_logp, new_logp)
+  grown = jnp.minimum(s + 1 + leading_run(new == old), block_end)  # [B]
+  fixed = jnp.where(state.done, state.fixed, jnp.maximum(state.fixed, grown))
+  tokens = jax.lax.dynamic_update_slice_in_dim(state.tokens, new, s + 1, axis=1)
+  all_logp = jax.lax.dynamic_update_slice_in_dim(state.logp, new_logp, s + 1, axis=1)
+  working = ~state.done & (state.fixed < block_end)  # [B]: rows not waiting for the rest of the batch
+  done = state.done | finished(tokens, fixed, block_end, t_max)
+  advance = jnp.all(done | (fixed >= block_end))
+  return JacobiState(tokens, all_logp, fixed, done, state.iterations + working.astype(jnp.int32),
+                     jnp.where(advance, block_end, s), state.passes + 1, cache)
+
+
+def running(state: JacobiState) -> jax.Array:
+  return ~jnp.all(state.done) & (state.start < state.tokens.shape[1] - 1)
+
+
+def finish(state: JacobiState, t_max: int) -> DecodeOutput:
+  """Greedy's output format: tokens i32[B, t_max] 0 after the first EOS, summed log-probs, aux."""
+  tokens, logp = state.tokens[:, 1:t_max + 1], state.logp[:, 1:t_max + 1]  # [B, T]
+  is_eos = tokens == Tokenizer.eos_id
+  valid = (jnp.cumsum(is_eos, axis=1) - is_eos) == 0  # [B, T]: up to and including the first EOS
+  steps = jnp.sum(valid, axis=1).astype(jnp.int32)
+  aux = {'iterations': state.iterations, 'steps': steps,
+         'passes': jnp.full_like(steps, state.passes)}
+  return DecodeOutput(jnp.where(valid, tokens, 0), jnp.sum(jnp.where(valid, logp, 0.0), axis=1), aux)
+
+
+def block_plan(method, src, block_size: int, max_len: int) -> tuple[int, int]:
+  """Static (block width, t_max) for a source batch: block_size <= 0 means one block (PJ)."""
+  t_max = resolve_max_len(method, src, max_len)
+  return (t_max if block_size <= 0 else min(block_size, t_max)), t_max
+
+
+def jacobi_start(method, params, src, width: int, t_max: int, init_draft: Callable):
+  """(encoder output, initial state) for src i32[B, S]."""
+  enc = method.encode(params, src)
+  return enc, init_state(method, params, enc, src.shape[0], width, t_max, init_draft)
+
+
+def jacobi_decode(method, params, src, *, block_size: int, max_len: int, finished: Callable,
+                  init_draft: Callable = pad_draft) -> DecodeOutput:
+  """Jacobi decoding of src i32[B, S] in blocks of `block_size` (<= 0: one block, PJ) as one while_loop."""
+  width, t_max = block_plan(method, src, block_size, max_len)
+  enc, state = jacobi_start(method, params, src, width, t_max, init_draft)
+  body = functools.partial(jacobi_iteration, method, params, enc, width=width, t_max=t_max, finished=finished)
+  return finish(jax.lax.while_loop(running, body, state), t_max)
+
+
+def trace_jacobi(method, params, src, *, block_size: int, max_len: int, finished: Callable,
+                 init_draft: Callable = pad_draft) -> tuple[list[JacobiState], DecodeOutput]:
+  """The same iteration stepped from Python, for inspection (DDGviz): (state after each iteration, output)."""
+  width, t_max = block_plan(method, src, block_size, max_len)
+  enc, state = jax.jit(lambda p, x: jacobi_start(method, p, x, width, t_max, init_draft))(params, src)
+  step = jax.jit(lambda p, e, st: jacobi_iteration(method, p, e, st, width, t_max, finished))
+  states = []
+  while bool(running(state)):
+    state = step(params, enc, state)
+    states.append(jax.device_get(state._replace(cache=None)))
+  return states, finish(state, t_max)
+
+
+ALGORITHMS = {  # name -> (stop rule, whether block_size applies; without it the whole length is one block)
+    'pj': (final_eos, False), 'pgj': (final_eos, True), 'hgj': (converged_block_eos, True)}
+
+
+def algorithm_options(name: str, block_size: int) -> dict:
+  """The jacobi_decode / trace_jacobi keyword arguments of algorithm `name` ('pj', 'pgj', 'hgj')."""
+  finished, blocked = ALGORITHMS[name]
+  return {'block_size': block_size if blocked else 0, 'finished': finished}
+
+
+@register_decoder('jacobi_pj', max_len=0)
+def jacobi_pj(method, params, src, max_len: int = 0) -> DecodeOutput:
+  """Parallel Jacobi: the whole maximum length is one block."""
+  return jacobi_decode(method, params, src, max_len=max_len, **algorithm_options('pj', 0))
+
+
+@register_decoder('jacobi_pgj', block_size=3, max_len=0)
+def jacobi_pgj(method, params, src, block_size: int = 3, max_len: int = 0) -> DecodeOutput:
+  """Parallel Gauss-Seidel-Jacobi: blocks of `block_size`; a row stops once an EOS is final."""
+  return jacobi_decode(method, params, src, max_len=max_len, **algorithm_options('pgj', block_size))
+
+
+@register_decoder('jacobi_hgj', block_size=3, max_len=0)
+def jacobi_hgj(method, params, src, block_size: int = 3, max_len: int = 0) -> DecodeOutput:
+  """Hybrid GS-Jacobi: blocks of `block_size`; a row stops once a converged block holds an EOS."""
+  return jacobi_decode(method, params, src, max_len=max_len, **algorithm_options('hgj', block_size))

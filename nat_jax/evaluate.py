@@ -1,0 +1,162 @@
+"""BLEU / chrF and speed of several decoders on one split, side by side in one run.
+
+  python -m nat_jax.evaluate --workdir=runs/at_bible_tiny --decoders=greedy,beam [--split=test]
+
+For each decoder: sacreBLEU BLEU against the first and against all references, chrF, the
+signatures, mean decoder steps, latency per sentence at batch 1 (median over
+--latency_sentences sentences, after compiling every shape) and sentences/s at batch 64 over
+the whole split. Writes <out>/eval.json and <out>/eval.md (default out: <workdir>/eval).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from absl import app, flags
+import jax
+import numpy as np
+
+from nat_jax import checkpoint, decode, inference
+from nat_jax.data import load_split
+
+flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
+flags.DEFINE_list('decoders', ['greedy', 'beam'], 'Comma-separated decoder names.')
+flags.DEFINE_enum('split', 'test', ['train', 'validation', 'test'], 'Split to evaluate.')
+flags.DEFINE_integer('max_sentences', 0, 'Evaluate the first N sentences (0 = all).')
+flags.DEFINE_integer('latency_sentences', 100, 'Sentences timed one by one for batch-1 latency (0 = skip).')
+flags.DEFINE_integer('batch_size', 64, 'Batch size for the throughput measurement.')
+flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which checkpoints to load.')
+flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')
+flags.DEFINE_string('out', None, 'Output directory (default <workdir>/eval).')
+FLAGS = flags.FLAGS
+DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
+
+
+def warm_up(run, decode_fn, rows: int):
+  """Compile every (rows, length) shape the decoder will see, so timings exclude compilation."""
+  for length in inference.source_lengths(run.config.max_len, run.config.num_buckets):
+    src = np.zeros((rows, length), np.int32)
+    src[:, 0] = run.tokenizer.eos_id
+    jax.block_until_ready(decode_fn(run.params, src).tokens)
+
+
+def timed_translate(run, decode_fn, texts, rows: int):
+  t0 = time.perf_counter()
+  hyps, aux = inference.translate_texts(run, texts, decode_fn, rows)
+  return hyps, aux, time.perf_counter() - t0
+
+
+def evaluate_decoder(run, name: str, overrides: dict, examples) -> dict:
+  decode_fn, options = inference.make_decoder(run.method, name, overrides)
+  sources = [e.source for e in examples]
+  refs = inference.reference_streams(examples)
+  warm_up(run, decode_fn, FLAGS.batch_size)
+  hyps, aux, seconds = timed_translate(run, decode_fn, sources, FLAGS.batch_size)
+  result = {'decoder': name, 'options': options, 'sentences': len(sources),
+            'first_ref': inference.bleu_scores(hyps, refs[:1]),
+            'sentences_per_s_batch': round(len(sources) / seconds, 2), 'batch_size': FLAGS.batch_size}
+  if len(refs) > 1:
+    result['all_refs'] = inference.bleu_scores(hyps, refs)
+  for key, values in aux.items():
+    result[f'mean_{key}'] = round(float(np.mean(values)), 3)
+  if FLAGS.latency_sentences:
+    warm_up(run, decode_fn, 1)
+    times = []
+    for text in sources[:FLAGS.latency_sentences]:
+      _, _, s = timed_translate(run, decode_fn, [text], 1)
+      times.append(s)
+    result['latency_ms_batch1_median'] = round(1000 * float(np.median(times)), 2)
+    result['latency_ms_batch1_mean'] = round(1000 * float(np.mean(times)), 2)
+    result['latency_sentences'] = len(times)
+  return result
+
+
+def add_speedups(results: list[dict]):
+  """With greedy among the decoders: each decoder's iteration speedup (greedy mean steps / its mean
+  iterations, else its mean steps) and wall-clock speedup (batch-1 latency ratio, batch throughput ratio)."""
+  greedy = next((r for r in results if r['decoder'] == 'greedy'), None)
+  if greedy is None:
+    return
+  for r in results:
+    iterations = r.get('mean_iterations', r.get('mean_steps'))
+    if iterations:
+      r['iteration_speedup_vs_greedy'] = round(greedy['mean_steps'] / iterations, 3)
+    r['wallclock_speedup_vs_greedy'] = {f'batch{r["batch_size"]}': round(
+        r['sentences_per_s_batch'] / greedy['sentences_per_s_batch'], 3)}
+    if 'latency_ms_batch1_median' in r:
+      r['wallclock_speedup_vs_greedy']['batch1'] = round(
+          greedy['latency_ms_batch1_median'] / r['latency_ms_batch1_median'], 3)
+
+
+def markdown(results: list[dict], header: str) -> str:
+  lines = [header, '',
+           '| decoder | options | BLEU (1 ref) | BLEU (all refs) | chrF | mean steps | mean iterations '
+           '| latency b=1 (ms, median) | sent/s b=64 | iteration speedup | wall-clock speedup b=1 / b=64 |',
+           '|---|---|---|---|---|---|---|---|---|---|---|']
+  for r in results:
+    all_refs = r.get('all_refs', {}).get('bleu', '-')
+    wall = r.get('wallclock_speedup_vs_greedy', {})
+    batch_key = f'batch{r["batch_size"]}'
+    lines.append(f'| {r["decoder"]} | {r["options"]} | {r["first_ref"]["bleu"]} | {all_refs} | '
+                 f'{r["first_ref"]["chrf"]} | {r.get("mean_steps", "-")} | {r.get("mean_iterations", "-")} | '
+                 f'{r.get("latency_ms_batch1_median", "-")} | {r["sentences_per_s_batch"]} | '
+                 f'{r.get("iteration_speedup_vs_greedy", "-")} | {wall.get("batch1", "-")} / '
+                 f'{wall.get(batch_key, "-")} |')
+  lines += ['', f'BLEU signature: `{results[0]["first_ref"]["bleu_signature"]}`' if results else '']
+  return '\n'.join(lines) + '\n'
+
+
+def decoder_overrides(name: str) -> dict[str, str]:
+  """The --decoder.<opt> overrides that decoder `name` understands; an option no listed decoder has is an error."""
+  known = {k for d in FLAGS.decoders if d in decode.DECODERS for k in decode.DECODERS[d].defaults}
+  unknown = sorted(set(DECODER_OVERRIDES) - known)
+  if unknown:
+    raise ValueError(f'--decoder.{unknown[0]}: none of the decoders {FLAGS.decoders} has this option.')
+  defaults = decode.DECODERS[name].defaults if name in decode.DECODERS else {}
+  return {k: v for k, v in DECODER_OVERRIDES.items() if k in defaults}
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  if not FLAGS.workdir:
+    raise app.UsageError('--workdir=<dir of a trained run> is required.')
+  inference.quiet_logs()
+  try:
+    run = inference.load_run(FLAGS.workdir, FLAGS.checkpoint, FLAGS.average)
+    overrides = {name: decoder_overrides(name) for name in FLAGS.decoders}
+    for name in FLAGS.decoders:  # fail before any work on a bad decoder name/option
+      inference.make_decoder(run.method, name, overrides[name])
+  except (checkpoint.CheckpointError, ValueError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  examples = load_split(run.config.data, FLAGS.split)[:FLAGS.max_sentences or None]
+  results = []
+  for name in FLAGS.decoders:
+    print(f'evaluating {name} on {len(examples)} {FLAGS.split} sentences ...', file=sys.stderr, flush=True)
+    results.append(evaluate_decoder(run, name, overrides[name], examples))
+    print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+  add_speedups(results)
+  out = FLAGS.out or os.path.join(FLAGS.workdir, 'eval')
+  os.makedirs(out, exist_ok=True)
+  header = (f'Evaluation of {FLAGS.workdir} (step {run.meta[0]["step"]}) on {FLAGS.split} '
+            f'({len(examples)} sentences), device {jax.devices()[0].device_kind}')
+  with open(os.path.join(out, 'eval.json'), 'w') as f:
+    json.dump({'workdir': FLAGS.workdir, 'split': FLAGS.split, 'step': run.meta[0]['step'],
+               'device': jax.devices()[0].device_kind, 'results': results}, f, indent=2)
+  table = markdown(results, header)
+  with open(os.path.join(out, 'eval.md'), 'w') as f:
+    f.write(table)
+  print(table)
+
+
+def run_main():
+  argv, overrides = inference.split_decoder_flags(sys.argv)
+  DECODER_OVERRIDES.update(overrides)
+  app.run(main, argv=argv)
+
+
+if __name__ == '__main__':
+  run_main()

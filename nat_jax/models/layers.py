@@ -1,0 +1,145 @@
+"""Transformer building blocks: embeddings, positions, attention with masks, relative keys and a KV cache, FFN.
+
+Every parameter carries logical axis names (`embed`, `heads`, `kv`, `mlp`, `vocab`) that
+`nat_jax.sharding` maps onto the device mesh, so the same module runs on one CPU or a pod.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+NEG_INF = -1e9  # finite mask value: a fully masked row stays NaN-free in softmax.
+
+Dtype = Any
+default_init = nn.initializers.xavier_uniform()
+
+
+def sinusoidal_positions(positions: jax.Array, dim: int) -> jax.Array:
+  """Sinusoidal embeddings of integer positions (negative positions allowed).
+
+  positions: i32[...]; returns f32[..., dim] = [sin(p * w_i), cos(p * w_i)] with
+  w_i = 10000^(-i / (dim/2 - 1)). sin is odd and cos even, so -p differs from +p.
+  """
+  half = dim // 2
+  freqs = np.exp(-np.log(10000.0) * np.arange(half) / max(half - 1, 1))  # [half]
+  angles = positions.astype(jnp.float32)[..., None] * freqs  # [..., half]
+  return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)
+
+
+def causal_mask(query_slots: jax.Array, key_slots: jax.Array) -> jax.Array:
+  """bool[..., Tq, Tk]: query at slot i may see keys at slots j <= i."""
+  return query_slots[..., :, None] >= key_slots[..., None, :]
+
+
+def padding_mask(query_valid: jax.Array, key_valid: jax.Array) -> jax.Array:
+  """bool[B, Tq, Tk] from bool[B, Tq] and bool[B, Tk]."""
+  return query_valid[:, :, None] & key_valid[:, None, :]
+
+
+class Embed(nn.Module):
+  """Token embedding shared by encoder, decoder and output projection (joint vocabulary)."""
+  vocab_size: int
+  features: int
+  dtype: Dtype = jnp.float32
+
+  def setup(self):
+    self.embedding = self.param(
+        'embedding',
+        nn.with_logical_partitioning(nn.initializers.normal(self.features**-0.5), ('vocab', 'embed')),
+        (self.vocab_size, self.features), jnp.float32)
+
+  def __call__(self, tokens: jax.Array) -> jax.Array:
+    """i32[B, T] -> dtype[B, T, D], scaled by sqrt(D)."""
+    return jnp.take(self.embedding, tokens, axis=0).astype(self.dtype) * np.sqrt(self.features)
+
+  def attend(self, x: jax.Array) -> jax.Array:
+    """dtype[B, T, D] -> f32[B, T, V] logits against the embedding matrix."""
+    return jnp.einsum('btd,vd->btv', x, self.embedding.astype(self.dtype)).astype(jnp.float32)
+
+
+class Attention(nn.Module):
+  """Multi-head attention; optional key-only relative positions (HRT) and a fixed-size KV cache.
+
+  Relative keys: logits_ij = q_i . (k_j + r[clip(p_j - p_i, -w, w)]) / sqrt(d_head), where p are
+  the positions actually fed (so Skip-AT's 0, k, 2k, ... give the true distances).
+  """
+  num_heads: int
+  d_model: int
+  dropout: float = 0.0
+  relative_window: int = 0
+  dtype: Dtype = jnp.float32
+
+  def setup(self):
+    h, dh = self.num_heads, self.d_model // self.num_heads
+    proj = lambda: nn.DenseGeneral(features=(h, dh), axis=-1, dtype=self.dtype, use_bias=False,
+                                   kernel_init=nn.with_logical_partitioning(default_init, ('embed', 'heads', 'kv')))
+    self.query, self.key, self.value = proj(), proj(), proj()
+    self.out = nn.DenseGeneral(features=self.d_model, axis=(-2, -1), dtype=self.dtype, use_bias=False,
+                               kernel_init=nn.with_logical_partitioning(default_init, ('heads', 'kv', 'embed')))
+    if self.relative_window:
+      self.relative_keys = self.param(
+          'relative_keys', nn.with_logical_partitioning(nn.initializers.normal(0.02), ('relpos', 'kv')),
+          (2 * self.relative_window + 1, dh), jnp.float32)
+    self.attn_dropout = nn.Dropout(self.dropout)
+
+  def project_kv(self, x_kv):
+    """Keys/values of x_kv [B, Tk, D] -> {'k','v': [B, Tk, H, Dh]} (the cross-attention cache)."""
+    return {'k': self.key(x_kv), 'v': self.value(x_kv)}
+
+  def __call__(self, x_q, x_kv, mask, *, deterministic: bool, q_pos=None, kv_pos=None,
+               cache: Optional[dict] = None, cache_start=None, precomputed_kv=None):
+    """Attend x_q [B, Tq, D] to x_kv [B, Tk, D] under bool mask [B, Tq, Tk'] (True = may attend).
+
+    With `cache` ({'k','v': [B, C, H, Dh]}) the new keys/values are written at slots
+    [cache_start, cache_start + Tk) and the queries attend over all C slots (mask is [B, Tq, C],
+    kv_pos then gives the positions of all C slots). With `precomputed_kv` (the cross-attention
+    cache) x_kv is ignored. Returns (out [B, Tq, D], cache).
+    """
+    dh = self.d_model // self.num_heads
+    q = self.query(x_q)  # [B, Tq, H, Dh]
+    kv = precomputed_kv if precomputed_kv is not None else self.project_kv(x_kv)
+    k, v = kv['k'], kv['v']  # [B, Tk, H, Dh]
+    if cache is not None:
+      k = jax.lax.dynamic_update_slice_in_dim(cache['k'], k.astype(cache['k'].dtype), cache_start, axis=1)
+      v = jax.lax.dynamic_update_slice_in_dim(cache['v'], v.astype(cache['v'].dtype), cache_start, axis=1)
+      cache = {'k': k, 'v': v}
+    logits = jnp.einsum('bqhd,bkhd->bhqk', q, k.astype(self.dtype)).astype(jnp.float32)  # [B, H, Tq, Tk]
+    if self.relative_window:
+      w = self.relative_window
+      dist = jnp.clip(kv_pos[:, None, :] - q_pos[:, :, None], -w, w) + w  # [B, Tq, Tk]
+      q_rel = jnp.einsum('bqhd,rd->bhqr', q.astype(jnp.float32), self.relative_keys)  # [B, H, Tq, 2w+1]
+      logits = logits + jnp.take_along_axis(q_rel, jnp.broadcast_to(dist[:, None], logits.shape), axis=-1)
+    logits = jnp.where(mask[:, None], logits / np.sqrt(dh), NEG_INF)
+    weights = jax.nn.softmax(logits, axis=-1)
+    weights = self.attn_dropout(weights, deterministic=deterministic).astype(self.dtype)
+    out = jnp.einsum('bhqk,bkhd->bqhd', weights, v.astype(self.dtype))  # [B, Tq, H, Dh]
+    return self.out(out), cache
+
+
+class FeedForward(nn.Module):
+  d_model: int
+  d_ff: int
+  dropout: float = 0.0
+  dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x, *, deterministic: bool):
+    """[B, T, D] -> [B, T, D]."""
+    y = nn.Dense(self.d_ff, dtype=self.dtype, name='wi',
+                 kernel_init=nn.with_logical_partitioning(default_init, ('embed', 'mlp')),
+                 bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ('mlp',)))(x)
+    y = nn.relu(y)
+    y = nn.Dropout(self.dropout)(y, deterministic=deterministic)
+    return nn.Dense(self.d_model, dtype=self.dtype, name='wo',
+                    kernel_init=nn.with_logical_partitioning(default_init, ('mlp', 'embed')),
+                    bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ('embed',)))(y)
+
+
+def layer_norm(name: str, dtype) -> nn.LayerNorm:
+  return nn.LayerNorm(dtype=dtype, name=name,
+                      scale_init=nn.with_logical_partitioning(nn.initializers.ones, ('embed',)),
+                      bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ('embed',)))

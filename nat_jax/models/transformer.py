@@ -1,0 +1,164 @@
+"""Encoder-decoder Transformer (pre-norm by default) with an explicit, fixed-size decoder KV cache.
+
+The decoder takes the positions and the self-attention mask from its caller, so one module
+serves left-to-right decoding, Skip-AT (positions 0, k, 2k, ...), block-causal masks
+(IBDecoder/SA) and bidirectional masks (CMLM, DAG decoders).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from nat_jax.models.layers import Attention, Embed, FeedForward, layer_norm, sinusoidal_positions
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+  vocab_size: int
+  d_model: int = 512
+  num_heads: int = 8
+  d_ff: int = 2048
+  enc_layers: int = 6
+  dec_layers: int = 6
+  dropout: float = 0.1
+  attention_dropout: float = 0.0
+  pre_norm: bool = True
+  relative_window: int = 0  # >0: key-only relative positions in decoder self-attention (HRT, w = 16)
+  dtype: Any = jnp.float32  # activation dtype; params and softmax statistics stay fp32
+
+
+def residual(f, x, norm, dropout, pre_norm: bool, deterministic: bool):
+  """x + dropout(f(norm(x))) (pre-norm) or norm(x + dropout(f(x))) (post-norm); f returns (y, aux)."""
+  y, aux = f(norm(x) if pre_norm else x)
+  y = x + dropout(y, deterministic=deterministic)
+  return (y if pre_norm else norm(y)), aux
+
+
+class EncoderLayer(nn.Module):
+  cfg: TransformerConfig
+
+  def setup(self):
+    c = self.cfg
+    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype)
+    self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, dtype=c.dtype)
+    self.norm_attention = layer_norm('norm_attention', c.dtype)
+    self.norm_ffn = layer_norm('norm_ffn', c.dtype)
+    self.dropout = nn.Dropout(c.dropout)
+
+  def __call__(self, x, mask, *, deterministic: bool):
+    """x [B, S, D], mask bool[B, S, S] -> [B, S, D]."""
+    c = self.cfg
+    x, _ = residual(lambda h: self.self_attention(h, h, mask, deterministic=deterministic), x,
+                    self.norm_attention, self.dropout, c.pre_norm, deterministic)
+    x, _ = residual(lambda h: (self.ffn(h, deterministic=deterministic), None), x,
+                    self.norm_ffn, self.dropout, c.pre_norm, deterministic)
+    return x
+
+
+class DecoderLayer(nn.Module):
+  cfg: TransformerConfig
+
+  def setup(self):
+    c = self.cfg
+    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, c.relative_window, c.dtype)
+    self.cross_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype)
+    self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, dtype=c.dtype)
+    self.norm_self = layer_norm('norm_self', c.dtype)
+    self.norm_cross = layer_norm('norm_cross', c.dtype)
+    self.norm_ffn = layer_norm('norm_ffn', c.dtype)
+    self.dropout = nn.Dropout(c.dropout)
+
+  def cross_kv(self, encoded):
+    return self.cross_attention.project_kv(encoded)
+
+  def __call__(self, x, self_mask, encoded, cross_mask, *, deterministic: bool, positions, kv_positions,
+               cache: Optional[dict] = None, cache_start=None):
+    """x [B, T, D]; self_mask bool[B, T, T or C]; cross_mask bool[B, T, S]. Returns (x, cache)."""
+    c = self.cfg
+    self_cache = None if cache is None else cache['self']
+    cross_kv = None if cache is None else cache['cross']
+    x, self_cache = residual(
+        lambda h: self.self_attention(h, h, self_mask, deterministic=deterministic, q_pos=positions,
+                                      kv_pos=kv_positions, cache=self_cache, cache_start=cache_start),
+        x, self.norm_self, self.dropout, c.pre_norm, deterministic)
+    x, _ = residual(
+        lambda h: self.cross_attention(h, encoded, cross_mask, deterministic=deterministic,
+                                       precomputed_kv=cross_kv),
+        x, self.norm_cross, self.dropout, c.pre_norm, deterministic)
+    x, _ = residual(lambda h: (self.ffn(h, deterministic=deterministic), None), x,
+                    self.norm_ffn, self.dropout, c.pre_norm, deterministic)
+    return x, (None if cache is None else {'self': self_cache, 'cross': cross_kv})
+
+
+class Transformer(nn.Module):
+  """Shared-vocabulary encoder-decoder. Call `encode`, `decode`, `init_cache` via `apply(method=...)`."""
+  cfg: TransformerConfig
+
+  def setup(self):
+    c = self.cfg
+    self.embed = Embed(c.vocab_size, c.d_model, c.dtype)
+    self.encoder_layers = [EncoderLayer(c, name=f'encoder_{i}') for i in range(c.enc_layers)]
+    self.decoder_layers = [DecoderLayer(c, name=f'decoder_{i}') for i in range(c.dec_layers)]
+    if c.pre_norm:
+      self.encoder_norm = layer_norm('encoder_norm', c.dtype)
+      self.decoder_norm = layer_norm('decoder_norm', c.dtype)
+    self.input_dropout = nn.Dropout(c.dropout)
+
+  def embed_tokens(self, tokens, positions, *, deterministic: bool):
+    """tokens, positions i32[B, T] -> [B, T, D]: scaled embedding + sinusoidal position."""
+    x = self.embed(tokens) + sinusoidal_positions(positions, self.cfg.d_model).astype(self.cfg.dtype)
+    return self.input_dropout(x, deterministic=deterministic)
+
+  def encode(self, src, *, deterministic: bool = True):
+    """src i32[B, S] (0 = pad) -> encoded [B, S, D]."""
+    valid = src > 0  # [B, S]
+    x = self.embed_tokens(src, jnp.broadcast_to(jnp.arange(src.shape[1]), src.shape), deterministic=deterministic)
+    mask = valid[:, None, :] & jnp.ones_like(valid)[:, :, None]  # [B, S, S]: every query sees valid keys
+    for layer in self.encoder_layers:
+      x = layer(x, mask, deterministic=deterministic)
+    return self.encoder_norm(x) if self.cfg.pre_norm else x
+
+  def decode(self, tokens, positions, self_mask, encoded, src_valid, *, deterministic: bool = True,
+             cache: Optional[dict] = None, cache_start=None):
+    """Decoder pass.
+
+    tokens, positions i32[B, T]; self_mask bool[B, T, T] (no cache) or bool[B, T, C] (cache of C slots);
+    encoded [B, S, D]; src_valid bool[B, S]. With a cache the new keys go to slots
+    [cache_start, cache_start + T). Returns (logits f32[B, T, V], cache or None).
+    """
+    x = self.embed_tokens(tokens, positions, deterministic=deterministic)
+    cross_mask = jnp.broadcast_to(src_valid[:, None, :], (tokens.shape[0], tokens.shape[1], src_valid.shape[1]))
+    if cache is None:
+      kv_positions, layer_caches = positions, [None] * len(self.decoder_layers)
+    else:
+      kv_positions = jax.lax.dynamic_update_slice_in_dim(cache['positions'], positions, cache_start, axis=1)
+      layer_caches = cache['layers']
+    new_layers = []
+    for layer, layer_cache in zip(self.decoder_layers, layer_caches):
+      x, layer_cache = layer(x, self_mask, encoded, cross_mask, deterministic=deterministic, positions=positions,
+                             kv_positions=kv_positions, cache=layer_cache, cache_start=cache_start)
+      new_layers.append(layer_cache)
+    if self.cfg.pre_norm:
+      x = self.decoder_norm(x)
+    logits = self.embed.attend(x)
+    new_cache = None if cache is None else {'layers': new_layers, 'positions': kv_positions}
+    return logits, new_cache
+
+  def init_cache(self, encoded, num_slots: int):
+    """Empty self-attention cache of `num_slots` slots + projected cross-attention keys/values."""
+    c = self.cfg
+    b = encoded.shape[0]
+    zeros = jnp.zeros((b, num_slots, c.num_heads, c.d_model // c.num_heads), c.dtype)  # [B, C, H, Dh]
+    return {'layers': [{'self': {'k': zeros, 'v': zeros}, 'cross': layer.cross_kv(encoded)}
+                       for layer in self.decoder_layers],
+            'positions': jnp.zeros((b, num_slots), jnp.int32)}
+
+  def __call__(self, src, tokens, positions, self_mask, *, deterministic: bool = True):
+    """Teacher-forced pass: src i32[B, S], tokens/positions i32[B, T] -> logits f32[B, T, V]."""
+    encoded = self.encode(src, deterministic=deterministic)
+    logits, _ = self.decode(tokens, positions, self_mask, encoded, src > 0, deterministic=deterministic)
+    return logits

@@ -1,0 +1,332 @@
+"""Train any registered method: flags -> config -> mesh -> method -> loop.
+
+  python -m nat_jax.train --config=configs/at_bible_tiny.py --workdir=runs/tiny [--config.<key>=<value> ...]
+
+Writes into the workdir: config.json, spm.model, checkpoints/ (latest N), best/ (best N by
+validation BLEU), metrics.jsonl and, at the end, test_results.json. Restarting the same command
+resumes from the newest readable checkpoint (data position and RNG are functions of the step,
+so an interrupted run ends with the same parameters as an uninterrupted one). SIGTERM saves a
+checkpoint before exiting.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from absl import app, flags
+import jax
+import jax.numpy as jnp
+import ml_collections
+from ml_collections import config_flags
+import numpy as np
+import optax
+from tqdm import tqdm
+
+from nat_jax import checkpoint, inference, sharding
+from nat_jax.data import TrainBatches, bucket_shapes, encode_pairs, load_or_train_tokenizer, load_split
+from nat_jax.methods import get_method
+from nat_jax.train_state import TrainState, create_train_state, lr_schedule, make_optimizer, state_shardings
+
+FLAGS = flags.FLAGS
+config_flags.DEFINE_config_file('config', None, 'Recipe file (configs/*.py).', lock_config=True)
+flags.DEFINE_string('workdir', None, 'Run directory (checkpoints, tokenizer, metrics).')
+flags.DEFINE_bool('distributed', False, 'Call jax.distributed.initialize() (auto-detected on TPU pods / SLURM).')
+flags.DEFINE_string('coordinator_address', None, 'host:port of process 0 for multi-process runs.')
+flags.DEFINE_integer('num_processes', None, 'Number of processes (multi-process runs).')
+flags.DEFINE_integer('process_id', None, 'This process (multi-process runs).')
+
+
+class ConfigError(ValueError):
+  pass
+
+
+# --- pure step functions -------------------------------------------------------------------------
+def grad_step(method, params, batch, rng):
+  """Summed loss statistics and gradients of the summed loss for one micro-batch."""
+  def loss_fn(p):
+    sums = method.loss(p, batch, rng)
+    return sums['loss'], sums
+  grads, sums = jax.grad(loss_fn, has_aux=True)(params)
+  return grads, sums
+
+
+def apply_step(tx, state: TrainState, grads, sums):
+  """Normalise the summed gradients by the token count and take one optimizer step."""
+  tokens = jnp.maximum(sums['tokens'], 1.0)
+  grads = jax.tree_util.tree_map(lambda g: g / tokens, grads)
+  updates, opt_state = tx.update(grads, state.opt_state, state.params)
+  params = optax.apply_updates(state.params, updates)
+  metrics = {k: v / tokens for k, v in sums.items() if k != 'tokens'}
+  metrics.update(tokens=sums['tokens'], grad_norm=optax.tree.norm(grads))
+  return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
+
+
+def eval_step(method, params, batch):
+  return method.loss(params, batch, jax.random.PRNGKey(0), deterministic=True)
+
+
+def compile_steps(method, tx, mesh, state_sh):
+  """Jitted (grad_fn, apply_fn, eval_fn) with the state sharded as `state_sh` and batches over `data`."""
+  batch_sh, repl = sharding.batch_sharding(mesh), sharding.replicated(mesh)
+  grad_fn = jax.jit(functools.partial(grad_step, method), in_shardings=(state_sh.params, batch_sh, repl),
+                    out_shardings=(state_sh.params, repl))
+  apply_fn = jax.jit(functools.partial(apply_step, tx), in_shardings=(state_sh, state_sh.params, repl),
+                     out_shardings=(state_sh, repl), donate_argnums=(0,))
+  eval_fn = jax.jit(functools.partial(eval_step, method), in_shardings=(state_sh.params, batch_sh),
+                    out_shardings=repl)
+  return grad_fn, apply_fn, eval_fn
+
+
+# --- helpers -------------------------------------------------------------------------------------
+def validate_config(config: ml_collections.ConfigDict):
+  checks = [
+      (config.total_steps > 0, 'total_steps must be > 0'),
+      (config.tokens_per_batch >= config.max_len, 'tokens_per_batch must be >= max_len'),
+      (config.grad_accum_steps >= 1, 'grad_accum_steps must be >= 1'),
+      (config.num_buckets >= 1, 'num_buckets must be >= 1'),
+      (config.max_len >= 8, 'max_len must be >= 8'),
+      (config.vocab_size >= 16, 'vocab_size must be >= 16'),
+  ]
+  for ok, msg in checks:
+    if not ok:
+      raise ConfigError(f'Bad config: {msg}.')
+
+
+def setup_compilation_cache(path: str):
+  if path:
+    jax.config.update('jax_compilation_cache_dir', os.path.expanduser(path))
+    jax.config.update('jax_persistent_cache_min_compile_time_secs', 1.0)
+
+
+def write_config(workdir: str, config):
+  path = os.path.join(workdir, inference.CONFIG_FILE)
+  new = json.loads(config.to_json_best_effort())
+  if os.path.exists(path):
+    with open(path) as f:
+      old = json.load(f)
+    changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if changed:
+      print(f'NOTE: config differs from the one saved in {path} in {changed}; using the new values.')
+  tmp = path + '.tmp'
+  with open(tmp, 'w') as f:
+    json.dump(new, f, indent=2, sort_keys=True)
+  os.replace(tmp, path)
+
+
+class MetricsLog:
+  """Appends JSON lines to workdir/metrics.jsonl (process 0); drops lines past a resumed step."""
+
+  def __init__(self, workdir: str, resume_step: int, active: bool):
+    self.path = os.path.join(workdir, 'metrics.jsonl')
+    self.active = active
+    if active and os.path.exists(self.path):
+      with open(self.path) as f:
+        kept = [l for l in f if l.strip() and json.loads(l).get('step', 0) <= resume_step]
+      with open(self.path, 'w') as f:
+        f.writelines(kept)
+
+  def write(self, step: int, split: str, values: dict):
+    if self.active:
+      with open(self.path, 'a') as f:
+        f.write(json.dumps({'step': int(step), 'split': split, 'time': time.time(),
+                            **{k: float(v) for k, v in values.items()}}) + '\n')
+
+
+def initialize_distributed():
+  if FLAGS.coordinator_address:
+    jax.distributed.initialize(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id)
+  elif FLAGS.distributed:
+    jax.distributed.initialize()
+
+
+def load_data(config, workdir: str):
+  """Examples of all splits + the tokenizer (trained on the train split by process 0 on first use)."""
+  splits = {s: load_split(config.data, s) for s in ('train', 'validation', 'test')}
+  spm_path = os.path.join(workdir, inference.TOKENIZER_FILE)
+  if jax.process_index() == 0:
+    texts = (t for e in splits['train'] for t in (e.source, e.references[0]))
+    tokenizer = load_or_train_tokenizer(spm_path, texts, config.vocab_size)
+  if jax.process_count() > 1:
+    from jax.experimental import multihost_utils
+    multihost_utils.sync_global_devices('tokenizer')
+  if jax.process_index() != 0:
+    tokenizer = load_or_train_tokenizer(spm_path, (), config.vocab_size)
+  return splits, tokenizer
+
+
+def evaluate_bleu(run, decode_fn, examples, rows: int) -> dict[str, Any]:
+  hyps, _ = inference.translate_texts(run, [e.source for e in examples], decode_fn, rows)
+  refs = inference.reference_streams(examples)
+  result = {'first_ref': inference.bleu_scores(hyps, refs[:1])}
+  if len(refs) > 1:
+    result['all_refs'] = inference.bleu_scores(hyps, refs)
+  return result, hyps
+
+
+# --- main loop -----------------------------------------------------------------------------------
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
+  validate_config(config)
+  setup_compilation_cache(config.compilation_cache_dir)
+  os.makedirs(workdir, exist_ok=True)
+  lead = jax.process_index() == 0
+  if lead:
+    write_config(workdir, config)
+
+  splits, tokenizer = load_data(config, workdir)
+  method = get_method(config, tokenizer.vocab_size)
+  mesh = sharding.make_mesh(config.mesh.model_parallel)
+  data_shards = mesh.shape['data']
+  shapes = bucket_shapes(config.max_len, config.tokens_per_batch, config.num_buckets,
+                         row_multiple=int(np.lcm(data_shards, jax.process_count())))
+  pairs, dropped = encode_pairs(splits['train'], tokenizer, config.max_len)
+  batches = TrainBatches(pairs, shapes, config.seed, jax.process_index(), jax.process_count())
+  val_pairs, _ = encode_pairs(splits['validation'], tokenizer, config.max_len)
+  val_batches = TrainBatches(val_pairs, shapes, config.seed, jax.process_index(), jax.process_count())
+  if lead:
+    print(f'Data: {len(pairs)} training pairs ({dropped} longer than max_len={config.max_len} dropped), '
+          f'{len(splits["validation"])} validation, {len(splits["test"])} test; vocab {tokenizer.vocab_size}; '
+          f'batch shapes (rows, length) {shapes}; mesh {dict(mesh.shape)} over {jax.device_count()} devices, '
+          f'{jax.process_count()} process(es).', flush=True)
+
+  tx = make_optimizer(config)
+  abstract_state, state_sh = state_shardings(method, tx, {k: jnp.asarray(v) for k, v in batches(0).items()}, mesh)
+  ckpt = checkpoint.Checkpointer(workdir, config.keep_checkpoints, config.keep_best)
+  state, meta = ckpt.restore_latest(abstract_state)
+  if state is None:
+    state = create_train_state(method, tx, batches(0), mesh, jax.random.PRNGKey(config.seed))
+    start = 0
+  else:
+    start = int(state.step)
+    if meta.get('seed') != config.seed:
+      print(f'WARNING: resuming a run trained with seed {meta.get("seed")} using seed {config.seed}.')
+    if lead:
+      print(f'Resumed from step {start}.', flush=True)
+  n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
+  if lead:
+    print(f'Model: {config.model.method}, {n_params / 1e6:.2f}M parameters.', flush=True)
+
+  grad_fn, apply_fn, eval_fn = compile_steps(method, tx, mesh, state_sh)
+  schedule = lr_schedule(config)
+  base_rng = jax.random.PRNGKey(config.seed)
+  metrics_log = MetricsLog(workdir, start, lead)
+  decode_fn, _ = inference.make_decoder(method, config.eval_decoder, {})
+  val_examples = splits['validation'][:config.eval_max_sentences or None]
+
+  stop = {'signal': None}
+
+  def on_sigterm(signum, frame):
+    stop['signal'] = signum
+  previous_handler = signal.signal(signal.SIGTERM, on_sigterm)
+
+  def save(step, bleu=None):
+    ckpt.save(step, state, {'step': step, 'seed': config.seed, 'data_position': step * config.grad_accum_steps,
+                            'rng': f'fold_in(PRNGKey({config.seed}), step)', 'bleu': bleu}, bleu=bleu)
+
+  def validate(step):
+    sums = None
+    for i in range(val_batches.batches_per_epoch):
+      s = jax.device_get(eval_fn(state.params, sharding.global_batch(val_batches(i), mesh)))
+      sums = s if sums is None else {k: sums[k] + s[k] for k in s}
+    tokens = max(float(sums['tokens']), 1.0)
+    run = inference.Run(config, tokenizer, method, state.params, [])
+    bleu, _ = evaluate_bleu(run, decode_fn, val_examples, config.decode_batch_size)
+    values = {'loss': sums['loss'] / tokens, 'nll': sums['nll'] / tokens, 'accuracy': sums['correct'] / tokens,
+              'bleu': bleu['first_ref']['bleu']}
+    metrics_log.write(step, 'validation', values)
+    return values
+
+  bar = tqdm(total=config.total_steps, initial=start, disable=not lead, dynamic_ncols=True, mininterval=2.0,
+             desc='train', file=sys.stdout)
+  window, t_window, tok_window = [], time.time(), 0.0
+  step = start
+  while step < config.total_steps:
+    rng = jax.random.fold_in(base_rng, step)
+    grads, sums = None, None
+    for micro in range(config.grad_accum_steps):
+      batch = sharding.global_batch(batches(step * config.grad_accum_steps + micro), mesh)
+      g, s = grad_fn(state.params, batch, jax.random.fold_in(rng, micro))
+      grads = g if grads is None else jax.tree_util.tree_map(jnp.add, grads, g)
+      sums = s if sums is None else jax.tree_util.tree_map(jnp.add, sums, s)
+    state, metrics = apply_fn(state, grads, sums)
+    step += 1
+    window.append(metrics)
+    bar.update(1)
+    if step % config.log_every == 0 or step == config.total_steps:
+      window = jax.device_get(window)
+      tok_window = sum(float(m['tokens']) for m in window)
+      elapsed = time.time() - t_window
+      avg = {k: float(np.mean([m[k] for m in window])) for k in ('loss', 'nll', 'grad_norm')}
+      avg.update(tokens_per_s=tok_window / max(elapsed, 1e-9), lr=float(schedule(jnp.int32(step - 1))))
+      bar.set_postfix(loss=f'{avg["loss"]:.3f}', tok_s=f'{avg["tokens_per_s"]:.0f}', lr=f'{avg["lr"]:.2e}')
+      metrics_log.write(step, 'train', avg)
+      window, t_window = [], time.time()
+    is_eval = step % config.eval_every == 0 or step == config.total_steps
+    if is_eval:
+      values = validate(step)
+      if lead:
+        tqdm.write(f'step {step}: validation loss {values["loss"]:.3f}, BLEU {values["bleu"]:.2f}', file=sys.stdout)
+      save(step, values['bleu'])
+      t_window = time.time()
+    elif step % config.checkpoint_every == 0:
+      save(step)
+    if stop['signal'] is not None:
+      if not is_eval and step % config.checkpoint_every:
+        save(step)
+      ckpt.wait()
+      bar.close()
+      print(f'Received signal {stop["signal"]}: saved checkpoint at step {step}; rerun the same command to resume.')
+      ckpt.close()
+      signal.signal(signal.SIGTERM, previous_handler)
+      return None
+  bar.close()
+  ckpt.wait()
+  ckpt.close()
+  signal.signal(signal.SIGTERM, previous_handler)
+  return final_test(config, workdir, splits['test'], lead)
+
+
+def final_test(config, workdir: str, examples, lead: bool):
+  """Test-set BLEU (1 and all references), chrF, signatures and sample translations."""
+  run = inference.load_run(workdir, which='latest', average=config.test_average)
+  decode_fn, options = inference.make_decoder(run.method, config.test_decoder, {})
+  t0 = time.time()
+  result, hyps = evaluate_bleu(run, decode_fn, examples, config.decode_batch_size)
+  result.update(decoder=config.test_decoder, options=options, sentences=len(examples),
+                decode_seconds=round(time.time() - t0, 1), averaged_checkpoints=len(run.meta),
+                step=run.meta[0]['step'])
+  if lead:
+    with open(os.path.join(workdir, 'test_results.json'), 'w') as f:
+      json.dump(result, f, indent=2)
+    print(f'\nTest set ({len(examples)} sentences, decoder {config.test_decoder} {options}, '
+          f'{result["decode_seconds"]}s):')
+    for key, label in (('first_ref', '1 reference'), ('all_refs', 'all references')):
+      if key in result:
+        r = result[key]
+        print(f'  BLEU ({label}): {r["bleu"]:.2f}   chrF: {r["chrf"]:.2f}   {r["bleu_signature"]}')
+    print('\nSample translations:')
+    for e, h in list(zip(examples, hyps))[:config.num_samples]:
+      print(f'  SRC: {e.source}\n  REF: {e.references[0]}\n  HYP: {h}\n')
+  return result
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  if FLAGS.config is None or FLAGS.workdir is None:
+    raise app.UsageError('Both --config=configs/<recipe>.py and --workdir=<dir> are required.')
+  inference.quiet_logs()
+  initialize_distributed()
+  try:
+    train_and_evaluate(FLAGS.config, FLAGS.workdir)
+  except (ConfigError, FileNotFoundError, ValueError, checkpoint.CheckpointError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,91 @@
+"""Translate source lines with a trained run.
+
+  echo "In the beginning God created the heavens and the earth." | \
+      python -m nat_jax.translate --workdir=runs/at_bible_tiny [--decoder=beam --decoder.beam_size=5]
+
+Reads stdin (or --input), writes one detokenized translation per input line to stdout (or
+--output), in order. Lines are split on '\\n' only; an empty or blank line gives an empty line;
+a line longer than the model's maximum is truncated (warning on stderr) and still gives one
+line; undecodable bytes are replaced, never dropped. Progress goes to stderr.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Iterator
+
+from absl import app, flags
+
+from nat_jax import checkpoint, inference
+
+flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
+flags.DEFINE_string('decoder', 'greedy', 'Decoder name (see nat_jax.decode.DECODERS); options via --decoder.<opt>=<v>.')
+flags.DEFINE_string('input', None, 'Input file (default: stdin).')
+flags.DEFINE_string('output', None, 'Output file (default: stdout).')
+flags.DEFINE_integer('batch_size', 64, 'Sentences per decoding batch.')
+flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which checkpoints to load.')
+flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')
+flags.DEFINE_integer('chunk_lines', 4096, 'Lines read and translated at a time (bounds memory on big inputs).')
+FLAGS = flags.FLAGS
+DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
+
+
+def read_lines(stream) -> Iterator[str]:
+  """Lines of a binary stream split on b'\\n' only (a trailing '\\r' is dropped), UTF-8 with replacement."""
+  pending = b''
+  for block in iter(lambda: stream.read(1 << 16), b''):
+    pending += block
+    *lines, pending = pending.split(b'\n')
+    for line in lines:
+      yield line.rstrip(b'\r').decode('utf-8', errors='replace')
+  if pending:
+    yield pending.rstrip(b'\r').decode('utf-8', errors='replace')
+
+
+def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
+  chunk = []
+  for line in lines:
+    chunk.append(line)
+    if len(chunk) == size:
+      yield chunk
+      chunk = []
+  if chunk:
+    yield chunk
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  if not FLAGS.workdir:
+    raise app.UsageError('--workdir=<dir of a trained run> is required.')
+  inference.quiet_logs()
+  try:
+    run = inference.load_run(FLAGS.workdir, FLAGS.checkpoint, FLAGS.average)
+    decode_fn, options = inference.make_decoder(run.method, FLAGS.decoder, DECODER_OVERRIDES)
+  except (checkpoint.CheckpointError, ValueError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  source = open(FLAGS.input, 'rb') if FLAGS.input else sys.stdin.buffer
+  sink = open(FLAGS.output, 'w', encoding='utf-8') if FLAGS.output else sys.stdout
+  done, t0 = 0, time.time()
+  with source:
+    for chunk in chunks(read_lines(source), FLAGS.chunk_lines):
+      outputs, _ = inference.translate_texts(run, chunk, decode_fn, FLAGS.batch_size, first_line=done + 1)
+      for line in outputs:
+        sink.write(line.replace('\n', ' ') + '\n')
+      sink.flush()
+      done += len(chunk)
+      print(f'translated {done} lines ({done / max(time.time() - t0, 1e-9):.1f} lines/s, '
+            f'decoder {FLAGS.decoder} {options})', file=sys.stderr, flush=True)
+  if FLAGS.output:
+    sink.close()
+
+
+def run_main():
+  argv, overrides = inference.split_decoder_flags(sys.argv)
+  DECODER_OVERRIDES.update(overrides)
+  app.run(main, argv=argv)
+
+
+if __name__ == '__main__':
+  run_main()

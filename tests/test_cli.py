@@ -1,0 +1,66 @@
+"""translate / evaluate command lines on a trained tiny run."""
+import json
+import os
+import subprocess
+import sys
+
+from nat_jax import inference
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+HOSTILE_LINES = [
+    'In the beginning God created the heavens and the earth.',
+    '',
+    '   ',
+    'And God said, Let there be light.\r',
+    'bad bytes \udcff ☃ 𝔘 \x07 emoji 🙂 中文',
+    ' word' * 300,
+    'The end.',
+]
+
+
+def test_translate_keeps_line_count_and_order_on_hostile_input(trained_run, tmp_path):
+  raw = '\n'.join(HOSTILE_LINES).encode('utf-8', errors='surrogateescape')  # \udcff -> invalid byte 0xff
+  result = subprocess.run([sys.executable, '-m', 'nat_jax.translate', f'--workdir={trained_run}',
+                           '--batch_size=4', '--chunk_lines=3'], input=raw, cwd=REPO, capture_output=True,
+                          timeout=600)
+  assert result.returncode == 0, result.stderr.decode()[-3000:]
+  out_lines = result.stdout.decode('utf-8').split('\n')
+  assert out_lines[-1] == '' and len(out_lines) - 1 == len(HOSTILE_LINES)
+  out_lines = out_lines[:-1]
+  assert out_lines[1] == '' and out_lines[2] == ''
+  assert 'truncated' in result.stderr.decode() and 'input line 6' in result.stderr.decode()
+  # Order: each line translated alone (batch of one) gives the same output as in the batch.
+  run = inference.load_run(trained_run)
+  decode_fn, _ = inference.make_decoder(run.method, 'greedy', {})
+  texts = [line.rstrip('\r') for line in raw.decode('utf-8', errors='replace').split('\n')]
+  for i, text in enumerate(texts):
+    alone, _ = inference.translate_texts(run, [text], decode_fn, 1)
+    assert alone[0] == out_lines[i], (i, alone[0], out_lines[i])
+
+
+def test_translate_without_a_trained_run_is_a_clear_error(tmp_path):
+  result = subprocess.run([sys.executable, '-m', 'nat_jax.translate', f'--workdir={tmp_path}'], input=b'hi\n',
+                          cwd=REPO, capture_output=True, timeout=300)
+  assert result.returncode == 2 and b'Train first' in result.stderr and result.stdout == b''
+
+
+def test_evaluate_writes_tables_for_each_decoder(trained_run, tmp_path):
+  out = tmp_path / 'eval'
+  result = subprocess.run([sys.executable, '-m', 'nat_jax.evaluate', f'--workdir={trained_run}',
+                           '--decoders=greedy,beam', '--decoder.beam_size=2', '--latency_sentences=2',
+                           '--batch_size=8', f'--out={out}'], cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads((out / 'eval.json').read_text())
+  assert [r['decoder'] for r in report['results']] == ['greedy', 'beam']
+  for r in report['results']:
+    assert r['sentences'] == 16 and r['first_ref']['num_refs'] == 1 and r['all_refs']['num_refs'] == 2
+    assert 'nrefs:2' in r['all_refs']['bleu_signature'] and r['latency_ms_batch1_median'] > 0
+  assert report['results'][1]['options']['beam_size'] == 2
+  assert '| beam |' in (out / 'eval.md').read_text()
+
+
+def test_evaluate_rejects_unknown_decoder_option(trained_run):
+  result = subprocess.run([sys.executable, '-m', 'nat_jax.evaluate', f'--workdir={trained_run}', '--decoders=greedy',
+                           '--decoder.beam_size=2'], cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 2 and 'beam_size' in result.stderr

@@ -1,0 +1,160 @@
+"""Jacobi decoders (PJ, PGJ, HGJ) against greedy decoding, token for token, plus DDGviz."""
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from nat_jax import ddgviz, decode, inference
+from nat_jax.decode import jacobi
+from nat_jax.methods.autoregressive import AutoregressiveMethod
+from tests.conftest import tiny_config
+from tests.test_decode import run_decoder, unbox
+
+EOS, MAX_LEN = 1, 12
+JACOBI = [('jacobi_pj', {}), ('jacobi_pgj', {'block_size': 2}), ('jacobi_pgj', {'block_size': 3}),
+          ('jacobi_pgj', {'block_size': 5}), ('jacobi_hgj', {'block_size': 3})]
+
+
+class Wrapped:
+  """An autoregressive method whose step_logits is `step(inner, params, enc, cache, tokens, start)`."""
+
+  def __init__(self, inner, step):
+    self.inner, self.step = inner, step
+    self.decoders = inner.decoders
+
+  def __getattr__(self, name):
+    return getattr(self.inner, name)
+
+  def step_logits(self, params, enc, cache, tokens, start):
+    return self.step(self.inner, params, enc, cache, tokens, start)
+
+
+def eos_at_source_length(inner, params, enc, cache, tokens, start):
+  """Force EOS at position (number of source tokens + 1): varied lengths, EOS anywhere in a block."""
+  logits, cache = inner.step_logits(params, enc, cache, tokens, start)  # [B, T, V]
+  target_len = jnp.sum(enc['src_valid'], axis=1) + 1  # [B]
+  predicted = start + 1 + jnp.arange(tokens.shape[1])  # [T]: positions the T queries predict
+  bonus = jnp.where(predicted[None] == target_len[:, None], 100.0, 0.0)  # [B, T]
+  return logits.at[:, :, EOS].add(bonus), cache
+
+
+def ignore_previous(inner, params, enc, cache, tokens, start):
+  """Next token depends on the position (and source) only: every input token is replaced by PAD."""
+  return eos_at_source_length(inner, params, enc, cache, jnp.zeros_like(tokens), start)
+
+
+@pytest.fixture(scope='module')
+def model(corpus):
+  cfg = tiny_config(corpus, **{'model.dropout': 0.0})
+  method = AutoregressiveMethod(cfg, vocab_size=8)
+  dummy = {'source': jnp.ones((1, 5), jnp.int32), 'target': jnp.ones((1, 5), jnp.int32)}
+  params = unbox(method.init_params(jax.random.PRNGKey(3), dummy))
+  params['embed']['embedding'] = params['embed']['embedding'] * 4.0
+  rng = np.random.default_rng(0)
+  src = rng.integers(3, 8, (16, 12))
+  for row in range(16):  # source lengths 1..14: target lengths 2..12, the longest rows hit MAX_LEN
+    src[row, 1 + row * 11 // 15:] = 0
+  return method, params, jnp.asarray(src, jnp.int32)
+
+
+def iteration_bound(name, options, steps, max_len):
+  """PJ/PGJ: one final token per iteration at least, so <= greedy steps. HGJ also settles the rest of
+  the block holding EOS: <= steps rounded up to a block (and <= max_len)."""
+  if name != 'jacobi_hgj':
+    return steps
+  b = options['block_size']
+  return np.minimum(-(-steps // b) * b, max_len)
+
+
+def decode_all(method, params, src, max_len=MAX_LEN, configs=JACOBI):
+  """{'greedy': out, (name, block_size): out} for greedy and the Jacobi configurations."""
+  outs = {'greedy': run_decoder(method, params, src, 'greedy', max_len=max_len)}
+  for name, options in configs:
+    outs[name, options.get('block_size')] = run_decoder(method, params, src, name, max_len=max_len, **options)
+  return outs
+
+
+def assert_same_as_greedy(outs, max_len=MAX_LEN, configs=JACOBI):
+  greedy = outs['greedy']
+  steps = np.asarray(greedy.aux['steps'])
+  for name, options in configs:
+    out = outs[name, options.get('block_size')]
+    np.testing.assert_array_equal(np.asarray(out.tokens), np.asarray(greedy.tokens), err_msg=f'{name} {options}')
+    np.testing.assert_array_equal(np.asarray(out.aux['steps']), steps)
+    np.testing.assert_allclose(np.asarray(out.scores), np.asarray(greedy.scores), rtol=1e-4, atol=1e-4)
+    iterations = np.asarray(out.aux['iterations'])
+    assert (iterations >= 1).all()
+    assert (iterations <= iteration_bound(name, options, steps, max_len)).all(), (name, options, iterations, steps)
+    assert (np.asarray(out.aux['passes']) >= iterations).all()
+
+
+@pytest.fixture(scope='module')
+def plain(model):
+  return decode_all(*model)
+
+
+@pytest.fixture(scope='module')
+def eos_forced(model):
+  method, params, src = model
+  return decode_all(Wrapped(method, eos_at_source_length), params, src)
+
+
+def test_equals_greedy_random_model(plain):
+  assert_same_as_greedy(plain)
+
+
+def test_eos_inside_block_ends_where_greedy_ends(model, eos_forced):
+  assert_same_as_greedy(eos_forced)
+  expected = np.minimum(np.asarray(jnp.sum(model[2] > 0, axis=1)) + 1, MAX_LEN)
+  greedy = eos_forced['greedy']
+  np.testing.assert_array_equal(np.asarray(greedy.aux['steps']), expected)  # EOS at every offset of a block
+  tokens = np.asarray(greedy.tokens)
+  assert all(tokens[b, n - 1] == EOS and not tokens[b, n:].any() for b, n in enumerate(expected) if n < MAX_LEN)
+
+
+def test_position_only_model_converges_in_two_iterations_per_block(model):
+  method, params, src = model
+  outs = decode_all(Wrapped(method, ignore_previous), params, src)
+  assert_same_as_greedy(outs)
+  steps = np.asarray(outs['greedy'].aux['steps'])
+  for name, options in JACOBI:
+    blocks = -(-steps // options.get('block_size', MAX_LEN))
+    assert (np.asarray(outs[name, options.get('block_size')].aux['iterations']) <= 2 * blocks).all(), (name, options)
+
+
+def test_hgj_settles_its_last_block_pgj_stops_at_eos(eos_forced):
+  pgj, hgj = eos_forced['jacobi_pgj', 3], eos_forced['jacobi_hgj', 3]
+  assert (np.asarray(hgj.aux['iterations']) >= np.asarray(pgj.aux['iterations'])).all()
+
+
+def test_equals_greedy_trained_model(trained_run):
+  run = inference.load_run(trained_run)
+  texts = ['In the beginning God created the heavens and the earth.', 'And Paul said', 'Amen.',
+           'Now when they heard this, they were cut to the heart.', 'He went up.', 'Peace be with you all.']
+  src = jnp.asarray(np.asarray([s + [0] * (24 - len(s)) for s in inference.encode_sources(texts, run.tokenizer, 24)]),
+                    jnp.int32)
+  configs = [('jacobi_pj', {}), ('jacobi_pgj', {'block_size': 3}), ('jacobi_hgj', {'block_size': 3})]
+  assert_same_as_greedy(decode_all(run.method, run.params, src, 20, configs), 20, configs)
+
+
+def test_ddgviz_grid(trained_run, tmp_path):
+  run = inference.load_run(trained_run)
+  grid = ddgviz.trace_sentence(run, 'And Paul said', 'pgj', 3, 10)
+  iters, n = grid.states.shape
+  assert len(grid.pieces) == iters and all(len(row) == n for row in grid.pieces) and grid.probs.shape == (iters, n)
+  assert (grid.states[-1] == 2).all() and ((grid.probs > 0) & (grid.probs <= 1)).all()
+  png, page = ddgviz.output_paths(str(tmp_path / 'ddg'))
+  ddgviz.write_png(grid, png, 'test')
+  with open(page, 'w') as f:
+    f.write(ddgviz.render_html(grid, 'test'))
+  assert os.path.getsize(png) > 0
+  text = open(page).read()
+  assert text.count('<td class=') == iters * n and 'http' not in text
+
+
+def test_decoders_registered_with_options():
+  assert decode.parse_options('jacobi_pgj', {'block_size': '5'}) == {'block_size': 5, 'max_len': 0}
+  assert decode.parse_options('jacobi_pj', {}) == {'max_len': 0}
+  assert jacobi.algorithm_options('pj', 3)['block_size'] == 0

@@ -1,0 +1,194 @@
+"""Training: resume (in-process, SIGTERM, SIGKILL) equals uninterrupted; corrupt checkpoints; sharding; errors."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from nat_jax import checkpoint, inference, train
+from tests.conftest import config_flags_for, tiny_config
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def final_params(workdir):
+  return jax.device_get(inference.load_run(workdir).params)
+
+
+def assert_same_params(a, b):
+  leaves_a, leaves_b = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+  assert len(leaves_a) == len(leaves_b)
+  for x, y in zip(leaves_a, leaves_b):
+    np.testing.assert_array_equal(x, y)
+
+
+def train_cmd(config, workdir):
+  return [sys.executable, '-m', 'nat_jax.train', '--config=configs/at_bible_tiny.py', f'--workdir={workdir}',
+          *config_flags_for(config)]
+
+
+def test_resumed_training_equals_uninterrupted(tmp_path, corpus, compile_cache, trained_run):
+  workdir = str(tmp_path / 'resumed')
+  train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=3), workdir)
+  assert inference.load_run(workdir).meta[0]['step'] == 3
+  train.train_and_evaluate(tiny_config(corpus, compile_cache), workdir)  # 3 -> 8
+  assert_same_params(final_params(workdir), final_params(trained_run))
+
+
+def wait_for(path, proc, timeout=300):
+  t0 = time.time()
+  while not os.path.exists(path):
+    assert proc.poll() is None, proc.communicate()[0][-3000:]
+    assert time.time() - t0 < timeout, f'{path} did not appear'
+    time.sleep(0.05)
+
+
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGKILL])
+def test_interrupted_run_resumes_to_the_same_parameters(tmp_path, corpus, compile_cache, trained_run, sig):
+  workdir = str(tmp_path / 'interrupted')
+  config = tiny_config(corpus, compile_cache)
+  proc = subprocess.Popen(train_cmd(config, workdir), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+  wait_for(os.path.join(workdir, 'checkpoints', '2'), proc)
+  proc.send_signal(sig)
+  out, _ = proc.communicate(timeout=300)
+  if sig == signal.SIGTERM:
+    assert proc.returncode == 0, out[-3000:]
+    assert 'Received signal' in out and 'Test set' not in out, out[-3000:]
+  else:
+    assert proc.returncode == -signal.SIGKILL
+  resumed = subprocess.run(train_cmd(config, workdir), cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+  assert 'Resumed from step' in resumed.stdout
+  assert_same_params(final_params(workdir), final_params(trained_run))
+
+
+def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, trained_run, capsys):
+  workdir = str(tmp_path / 'copy')
+  shutil.copytree(trained_run, workdir)
+  state_dir = os.path.join(workdir, 'checkpoints', '8', 'state')
+  for root, _, files in os.walk(state_dir):  # truncate every data file of the newest checkpoint
+    for name in files:
+      with open(os.path.join(root, name), 'wb'):
+        pass
+  run = inference.load_run(workdir)
+  assert run.meta[0]['step'] == 6
+  assert 'checkpoint step 8 is unreadable' in capsys.readouterr().out
+  # And training restarts from it rather than crashing.
+  ckpt = checkpoint.Checkpointer(workdir)
+  from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
+  from nat_jax.sharding import make_mesh
+  abstract, _ = state_shardings(run.method, make_optimizer(run.config), dummy_batch(), make_mesh(1))
+  state, meta = ckpt.restore_latest(abstract)
+  assert meta['step'] == 6 and int(state.step) == 6
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path):
+  with pytest.raises(checkpoint.CheckpointError, match='Train first'):
+    inference.load_run(str(tmp_path))
+
+
+SHARDED_SCRIPT = textwrap.dedent('''
+    import os
+    os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=8'
+    os.environ['JAX_PLATFORMS'] = 'cpu'
+    import jax, numpy as np
+    from jax.sharding import Mesh
+    from nat_jax import sharding
+    from nat_jax.config_defaults import base_config
+    from nat_jax.methods import get_method
+    from nat_jax.train import compile_steps
+    from nat_jax.train_state import create_train_state, make_optimizer, state_shardings
+
+    cfg = base_config()
+    cfg.model.update(d_model=32, num_heads=4, d_ff=64, enc_layers=1, dec_layers=1, dropout=0.1)
+    cfg.update(learning_rate=3e-3, warmup_steps=1)
+    method = get_method(cfg, 50)
+    tx = make_optimizer(cfg)
+
+    def batch(step):
+      rng = np.random.default_rng(step)
+      src = rng.integers(3, 50, (8, 12)).astype(np.int32); src[:, 9:] = 0
+      tgt = rng.integers(3, 50, (8, 12)).astype(np.int32); tgt[:, 10] = 1; tgt[:, 11:] = 0
+      return {'source': src, 'target': tgt}
+
+    def run(mesh):
+      _, state_sh = state_shardings(method, tx, batch(0), mesh)
+      state = create_train_state(method, tx, batch(0), mesh, jax.random.PRNGKey(0))
+      grad_fn, apply_fn, _ = compile_steps(method, tx, mesh, state_sh)
+      losses = []
+      for step in range(3):
+        g, s = grad_fn(state.params, sharding.global_batch(batch(step), mesh), jax.random.PRNGKey(step))
+        state, m = apply_fn(state, g, s)
+        losses.append(float(m['loss']))
+      return losses, state
+
+    one = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ('data', 'model'))
+    eight = Mesh(np.array(jax.devices()).reshape(4, 2), ('data', 'model'))
+    loss1, state1 = run(one)
+    loss8, state8 = run(eight)
+    spec = state8.params['decoder_0']['ffn']['wi']['kernel'].sharding.spec
+    assert 'model' in tuple(spec), spec
+    np.testing.assert_allclose(loss1, loss8, rtol=1e-5)
+    for a, b in zip(jax.tree_util.tree_leaves(jax.device_get(state1.params)),
+                    jax.tree_util.tree_leaves(jax.device_get(state8.params))):
+      np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    print('SHARDED-OK', loss1, loss8)
+''')
+
+
+def test_sharded_step_on_8_devices_equals_one_device():
+  result = subprocess.run([sys.executable, '-c', SHARDED_SCRIPT], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+  assert result.returncode == 0 and 'SHARDED-OK' in result.stdout, result.stdout[-2000:] + result.stderr[-4000:]
+
+
+@pytest.mark.parametrize('flag,message', [
+    ('--config.no_such_key=1', 'no_such_key'),
+    ('--config.total_steps=many', 'total_steps'),
+    ('--config.data.train_files=/nonexistent/train.tsv', '/nonexistent/train.tsv'),
+    ('--config.total_steps=0', 'total_steps must be > 0'),
+])
+def test_bad_config_is_a_clear_error(tmp_path, flag, message):
+  cmd = [sys.executable, '-m', 'nat_jax.train', '--config=configs/at_bible_tiny.py', f'--workdir={tmp_path}/w',
+         '--config.data.source=files', flag]
+  result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert result.returncode != 0
+  assert message in result.stderr + result.stdout, result.stderr[-2000:]
+  assert 'Traceback' not in result.stderr or 'no_such_key' in flag or 'many' in flag
+
+
+def test_empty_data_file_is_a_clear_error(tmp_path):
+  empty = tmp_path / 'train.tsv'
+  empty.write_text('')
+  cmd = [sys.executable, '-m', 'nat_jax.train', '--config=configs/at_bible_tiny.py', f'--workdir={tmp_path}/w',
+         '--config.data.source=files', f'--config.data.train_files={empty}']
+  result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 2 and str(empty) in result.stderr, result.stderr[-2000:]
+
+
+def test_checkpoint_averaging_and_best(trained_run):
+  import json
+  import orbax.checkpoint as ocp
+  from nat_jax.sharding import make_mesh
+  from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
+  run = inference.load_run(trained_run)
+  abstract, _ = state_shardings(run.method, make_optimizer(run.config), dummy_batch(), make_mesh(1))
+  manager = ocp.CheckpointManager(os.path.join(trained_run, 'checkpoints'))
+  p8 = checkpoint.restore_newest(manager, abstract, steps=[8])[0].params
+  p6 = checkpoint.restore_newest(manager, abstract, steps=[6])[0].params
+  averaged = inference.load_run(trained_run, average=2)
+  assert [m['step'] for m in averaged.meta] == [8, 6]
+  for avg, a, b in zip(*(jax.tree_util.tree_leaves(t) for t in (averaged.params, p8, p6))):
+    np.testing.assert_allclose(avg, (np.asarray(a) + np.asarray(b)) / 2, rtol=1e-6, atol=1e-7)
+  # best/: the kept checkpoint is the validation step with the highest BLEU.
+  with open(os.path.join(trained_run, 'metrics.jsonl')) as f:
+    validation = [json.loads(l) for l in f if '"validation"' in l]
+  best = inference.load_run(trained_run, which='best')
+  assert best.meta[0]['bleu'] == max(v['bleu'] for v in validation)
