@@ -46,7 +46,7 @@ def main(_):
     for rows in map(int, FLAGS.batch_sizes):
       src = first_batch(run, rows)
       out = decode_fn(params, src)
-      iterations = int(jnp.max(out.aux['steps']))
+      iterations = int(jnp.max(out.aux.get('loop_steps', out.aux['steps'])))
       t_decode = median_seconds(lambda: decode_fn(params, src).tokens, FLAGS.repeats)
       encode = jax.jit(method.encode)
       t_enc = median_seconds(lambda: encode(params, src), FLAGS.repeats)

@@ -14,7 +14,6 @@ import time
 from absl import app, flags
 import jax
 import numpy as np
-from ml_collections import config_flags
 
 from benchmarks.common import machine
 from nat_jax import inference, sharding
@@ -23,10 +22,8 @@ from nat_jax.methods import get_method
 from nat_jax.train import compile_steps, load_data
 from nat_jax.train_state import create_train_state, make_optimizer, state_shardings
 
-config_flags.DEFINE_config_file('config', 'configs/at_bible_tiny.py', 'Recipe.')
 flags.DEFINE_integer('steps', 40, 'Timed steps.')
-flags.DEFINE_string('workdir', None, 'Where the tokenizer is (trained there if missing; default: a temp dir).')
-FLAGS = flags.FLAGS
+FLAGS = flags.FLAGS  # --config and --workdir (tokenizer location; default a temp dir) come from nat_jax.train
 
 
 def main(_):

@@ -25,6 +25,7 @@ def base_config() -> ml_collections.ConfigDict:
 
   c.learning_rate = 5e-4
   c.warmup_steps = 4000
+  c.cooldown_steps = 0       # >0: lr decays linearly to 0 over the last cooldown_steps of total_steps
   c.adam_b1 = 0.9
   c.adam_b2 = 0.98
   c.weight_decay = 0.0

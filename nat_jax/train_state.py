@@ -20,12 +20,17 @@ class TrainState:
 
 
 def lr_schedule(config) -> optax.Schedule:
-  """Inverse square root with linear warm-up: lr * min(s / w, sqrt(w / s))."""
+  """Inverse square root with linear warm-up, lr * min(s / w, sqrt(w / s)), optionally times a
+  linear cool-down to 0 over the last `cooldown_steps` of `total_steps` (0 = none)."""
   lr, warmup = config.learning_rate, max(config.warmup_steps, 1)
+  total, cooldown = config.total_steps, config.cooldown_steps
 
   def schedule(step):
     s = jnp.maximum(step.astype(jnp.float32) + 1.0, 1.0)
-    return lr * jnp.minimum(s / warmup, jnp.sqrt(warmup / s))
+    rate = lr * jnp.minimum(s / warmup, jnp.sqrt(warmup / s))
+    if cooldown > 0:
+      rate = rate * jnp.clip((total - step.astype(jnp.float32)) / cooldown, 0.0, 1.0)
+    return rate
   return schedule
 
 

@@ -22,13 +22,21 @@ row has finalised the current one, and a row that is ahead waits. Its waiting pa
 counted: aux['iterations'] is each row's own number of iterations (what it needs at batch 1);
 aux['passes'] is the number of decoder passes the batch ran. The common start keeps
 `step_logits` scalar-start, so the cache of the final prefix is reused as-is: slots < s are
-final, slots of the block are rewritten by every call before anything reads them.
+final, slots of the block are rewritten by every call before anything reads them. (PJ's one block
+starts at slot 0, so with fixed shapes it re-scores the whole draft every iteration.)
 
-PGJ vs HGJ. The paper's PGJ knows the target length beforehand (an oracle); ours needs none: a
-PGJ/PJ row stops the moment an EOS enters its final prefix, which is exactly the oracle length.
-HGJ is the paper's practical variant: it looks for EOS only in a converged block, so a row stops
-once the whole block holding EOS is final, including the positions after EOS, which costs up to
-b - 1 extra iterations in the last block (bounded by the maximum length).
+Output: greedy's format (tokens 0 after the first EOS, summed log-probabilities) with aux
+'iterations', 'passes' and 'steps' (tokens incl. EOS = greedy's steps). The first draft comes
+from `init_draft(batch, length) -> i32[B, length]` (default all [PAD]); `jacobi_decode` takes
+any such function.
+
+PGJ vs HGJ. The paper's PGJ knows the target length beforehand (an oracle) and HGJ, its practical
+variant, needs none: it keeps decoding blocks until a converged block holds an EOS (bounded by the
+maximum length). Here a block counts as converged once every position up to its first EOS is
+final (positions past an EOS are not part of any output, and the issue bounds every algorithm by
+greedy length + 1 iterations), so HGJ stops exactly where the oracle length would have stopped
+PGJ: with a per-row EOS check the two coincide, and `jacobi_pgj` / `jacobi_hgj` share one stop
+rule. Both names are kept for parity with the paper's tables; PJ is one block over the maximum length.
 """
 from __future__ import annotations
 
@@ -60,14 +68,9 @@ class JacobiState(NamedTuple):
 
 
 def final_eos(tokens, fixed, block_end, t_max):
-  """PJ/PGJ stop: an EOS is final, or the maximum length is. bool[B]."""
+  """Stop rule of every algorithm: an EOS is final (its block converged up to it), or the maximum length is. bool[B]."""
   del block_end
   return has_eos(tokens, fixed) | (fixed >= t_max)
-
-
-def converged_block_eos(tokens, fixed, block_end, t_max):
-  """HGJ stop: the current block is final and holds an EOS, or the maximum length is final. bool[B]."""
-  return ((fixed >= block_end) & has_eos(tokens, fixed)) | (fixed >= t_max)
 
 
 def has_eos(tokens, upto):
@@ -164,7 +167,7 @@ def trace_jacobi(method, params, src, *, block_size: int, max_len: int, finished
 
 
 ALGORITHMS = {  # name -> (stop rule, whether block_size applies; without it the whole length is one block)
-    'pj': (final_eos, False), 'pgj': (final_eos, True), 'hgj': (converged_block_eos, True)}
+    'pj': (final_eos, False), 'pgj': (final_eos, True), 'hgj': (final_eos, True)}
 
 
 def algorithm_options(name: str, block_size: int) -> dict:
@@ -187,5 +190,5 @@ def jacobi_pgj(method, params, src, block_size: int = 3, max_len: int = 0) -> De
 
 @register_decoder('jacobi_hgj', block_size=3, max_len=0)
 def jacobi_hgj(method, params, src, block_size: int = 3, max_len: int = 0) -> DecodeOutput:
-  """Hybrid GS-Jacobi: blocks of `block_size`; a row stops once a converged block holds an EOS."""
+  """Hybrid GS-Jacobi: blocks of `block_size`, no oracle length; a row stops once its converged prefix holds an EOS."""
   return jacobi_decode(method, params, src, max_len=max_len, **algorithm_options('hgj', block_size))

@@ -65,12 +65,17 @@ class AutoregressiveMethod:
 
   # --- autoregressive decoding interface ------------------------------------------------------
   def encode(self, params, src):
-    """src i32[B, S] -> {'encoded': [B, S, D], 'src_valid': bool[B, S]}."""
+    """src i32[B, S] -> {'encoded': [B, S, D], 'src_valid': bool[B, S], 'cross_kv': per-layer keys/values}.
+
+    Everything here is fixed per sentence, so beam search copies it once, never per step.
+    """
     encoded = self.model.apply({'params': params}, src, method=Transformer.encode)
-    return {'encoded': encoded, 'src_valid': src > 0}
+    cross_kv = self.model.apply({'params': params}, encoded, method=Transformer.precompute_cross)
+    return {'encoded': encoded, 'src_valid': src > 0, 'cross_kv': cross_kv}
 
   def init_cache(self, params, enc, num_slots: int):
-    return self.model.apply({'params': params}, enc['encoded'], num_slots, method=Transformer.init_cache)
+    """Self-attention cache: what changes while decoding (beam search reorders it every step)."""
+    return self.model.apply({'params': params}, enc['encoded'].shape[0], num_slots, method=Transformer.init_cache)
 
   def step_logits(self, params, enc, cache, tokens, start):
     """tokens i32[B, T] at target positions start..start+T-1 (cache slots alike) -> logits f32[B, T, V]."""
@@ -80,7 +85,7 @@ class AutoregressiveMethod:
     mask = jnp.broadcast_to(causal_mask(q_slots, jnp.arange(num_slots)), (b, t, num_slots))
     positions = jnp.broadcast_to(q_slots, (b, t))
     return self.model.apply({'params': params}, tokens, positions, mask, enc['encoded'], enc['src_valid'],
-                            cache=cache, cache_start=start, method=Transformer.decode)
+                            cross_kv=enc['cross_kv'], cache=cache, cache_start=start, method=Transformer.decode)
 
   def max_decode_len(self, src_len: int) -> int:
     """Decode-length bound for a padded source width (static, so a few shapes compile)."""

@@ -76,14 +76,15 @@ class DecoderLayer(nn.Module):
     return self.cross_attention.project_kv(encoded)
 
   def __call__(self, x, self_mask, encoded, cross_mask, *, deterministic: bool, positions, kv_positions,
-               cache: Optional[dict] = None, cache_start=None):
-    """x [B, T, D]; self_mask bool[B, T, T or C]; cross_mask bool[B, T, S]. Returns (x, cache)."""
+               cross_kv: Optional[dict] = None, cache: Optional[dict] = None, cache_start=None):
+    """x [B, T, D]; self_mask bool[B, T, T or C]; cross_mask bool[B, T, S]. Returns (x, self cache).
+
+    cross_kv: this layer's precomputed encoder keys/values (else projected from `encoded`).
+    """
     c = self.cfg
-    self_cache = None if cache is None else cache['self']
-    cross_kv = None if cache is None else cache['cross']
-    x, self_cache = residual(
+    x, cache = residual(
         lambda h: self.self_attention(h, h, self_mask, deterministic=deterministic, q_pos=positions,
-                                      kv_pos=kv_positions, cache=self_cache, cache_start=cache_start),
+                                      kv_pos=kv_positions, cache=cache, cache_start=cache_start),
         x, self.norm_self, self.dropout, c.pre_norm, deterministic)
     x, _ = residual(
         lambda h: self.cross_attention(h, encoded, cross_mask, deterministic=deterministic,
@@ -91,7 +92,7 @@ class DecoderLayer(nn.Module):
         x, self.norm_cross, self.dropout, c.pre_norm, deterministic)
     x, _ = residual(lambda h: (self.ffn(h, deterministic=deterministic), None), x,
                     self.norm_ffn, self.dropout, c.pre_norm, deterministic)
-    return x, (None if cache is None else {'self': self_cache, 'cross': cross_kv})
+    return x, cache
 
 
 class Transformer(nn.Module):
@@ -123,24 +124,26 @@ class Transformer(nn.Module):
     return self.encoder_norm(x) if self.cfg.pre_norm else x
 
   def decode(self, tokens, positions, self_mask, encoded, src_valid, *, deterministic: bool = True,
-             cache: Optional[dict] = None, cache_start=None):
+             cross_kv: Optional[list] = None, cache: Optional[dict] = None, cache_start=None):
     """Decoder pass.
 
     tokens, positions i32[B, T]; self_mask bool[B, T, T] (no cache) or bool[B, T, C] (cache of C slots);
-    encoded [B, S, D]; src_valid bool[B, S]. With a cache the new keys go to slots
-    [cache_start, cache_start + T). Returns (logits f32[B, T, V], cache or None).
+    encoded [B, S, D]; src_valid bool[B, S]; cross_kv: `precompute_cross(encoded)` (optional). With a
+    cache the new keys go to slots [cache_start, cache_start + T). Returns (logits f32[B, T, V], cache or None).
     """
     x = self.embed_tokens(tokens, positions, deterministic=deterministic)
     cross_mask = jnp.broadcast_to(src_valid[:, None, :], (tokens.shape[0], tokens.shape[1], src_valid.shape[1]))
+    cross = cross_kv if cross_kv is not None else [None] * len(self.decoder_layers)
     if cache is None:
       kv_positions, layer_caches = positions, [None] * len(self.decoder_layers)
     else:
       kv_positions = jax.lax.dynamic_update_slice_in_dim(cache['positions'], positions, cache_start, axis=1)
       layer_caches = cache['layers']
     new_layers = []
-    for layer, layer_cache in zip(self.decoder_layers, layer_caches):
+    for layer, layer_cross, layer_cache in zip(self.decoder_layers, cross, layer_caches):
       x, layer_cache = layer(x, self_mask, encoded, cross_mask, deterministic=deterministic, positions=positions,
-                             kv_positions=kv_positions, cache=layer_cache, cache_start=cache_start)
+                             kv_positions=kv_positions, cross_kv=layer_cross, cache=layer_cache,
+                             cache_start=cache_start)
       new_layers.append(layer_cache)
     if self.cfg.pre_norm:
       x = self.decoder_norm(x)
@@ -148,14 +151,16 @@ class Transformer(nn.Module):
     new_cache = None if cache is None else {'layers': new_layers, 'positions': kv_positions}
     return logits, new_cache
 
-  def init_cache(self, encoded, num_slots: int):
-    """Empty self-attention cache of `num_slots` slots + projected cross-attention keys/values."""
+  def precompute_cross(self, encoded):
+    """Per decoder layer, the encoder keys/values {'k','v': [B, S, H, Dh]}: computed once per sentence."""
+    return [layer.cross_kv(encoded) for layer in self.decoder_layers]
+
+  def init_cache(self, batch: int, num_slots: int):
+    """Empty self-attention cache of `num_slots` slots per layer (+ the position of every slot)."""
     c = self.cfg
-    b = encoded.shape[0]
-    zeros = jnp.zeros((b, num_slots, c.num_heads, c.d_model // c.num_heads), c.dtype)  # [B, C, H, Dh]
-    return {'layers': [{'self': {'k': zeros, 'v': zeros}, 'cross': layer.cross_kv(encoded)}
-                       for layer in self.decoder_layers],
-            'positions': jnp.zeros((b, num_slots), jnp.int32)}
+    zeros = jnp.zeros((batch, num_slots, c.num_heads, c.d_model // c.num_heads), c.dtype)  # [B, C, H, Dh]
+    return {'layers': [{'k': zeros, 'v': zeros} for _ in self.decoder_layers],
+            'positions': jnp.zeros((batch, num_slots), jnp.int32)}
 
   def __call__(self, src, tokens, positions, self_mask, *, deterministic: bool = True):
     """Teacher-forced pass: src i32[B, S], tokens/positions i32[B, T] -> logits f32[B, T, V]."""
