@@ -13,7 +13,6 @@ from __future__ import annotations
 from absl import app, flags
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from benchmarks.common import machine, median_seconds
 from nat_jax import inference

@@ -62,7 +62,7 @@ def main(_):
     padded += local['source'].size + local['target'].size
   total = sum(times)
   n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
-  print(f'| recipe | params | steps | median step (s) | target tokens/s | padded tokens/s | compile+warm-up (s) |')
+  print('| recipe | params | steps | median step (s) | target tokens/s | padded tokens/s | compile+warm-up (s) |')
   print('|---|---|---|---|---|---|---|')
   print(f'| {config.model.method} d={config.model.d_model} '
         f'E{config.model.enc_layers}D{config.model.dec_layers} | {n_params / 1e6:.2f}M | {FLAGS.steps} | '

@@ -13,7 +13,6 @@ import os
 from typing import Any, Optional
 
 import jax
-import jax.numpy as jnp
 import orbax.checkpoint as ocp
 
 log = logging.getLogger(__name__)

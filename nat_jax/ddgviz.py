@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import html
 import os
-import sys
 from typing import NamedTuple
 
 from absl import app, flags
 import numpy as np
 
-from nat_jax import checkpoint, inference
+from nat_jax import inference
 from nat_jax.data import Tokenizer
 from nat_jax.decode import jacobi
 
@@ -116,16 +115,9 @@ def output_paths(out: str) -> tuple[str, str]:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  if not FLAGS.workdir or FLAGS.text is None:
-    raise app.UsageError('--workdir=<dir of a trained run> and --text="<source sentence>" are required.')
-  inference.quiet_logs()
-  try:
-    run = inference.load_run(FLAGS.workdir)
-  except checkpoint.CheckpointError as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+  if FLAGS.text is None:
+    raise app.UsageError('--text="<source sentence>" is required.')
+  run, _ = inference.cli_prologue(argv, FLAGS.workdir, 'latest', 1, lambda run: None)
   grid = trace_sentence(run, FLAGS.text, FLAGS.algorithm, FLAGS.block_size, FLAGS.max_len)
   title = (f'{FLAGS.algorithm.upper()}: {grid.states.shape[0]} iterations for {grid.states.shape[1]} tokens '
            f'| {FLAGS.text[:80]}')

@@ -18,7 +18,7 @@ from absl import app, flags
 import jax
 import numpy as np
 
-from nat_jax import checkpoint, decode, inference
+from nat_jax import decode, inference
 from nat_jax.data import load_split
 
 flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
@@ -120,19 +120,12 @@ def decoder_overrides(name: str) -> dict[str, str]:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  if not FLAGS.workdir:
-    raise app.UsageError('--workdir=<dir of a trained run> is required.')
-  inference.quiet_logs()
-  try:
-    run = inference.load_run(FLAGS.workdir, FLAGS.checkpoint, FLAGS.average)
+  def prepare(run):  # fail before any work on a bad decoder name/option
     overrides = {name: decoder_overrides(name) for name in FLAGS.decoders}
-    for name in FLAGS.decoders:  # fail before any work on a bad decoder name/option
+    for name in FLAGS.decoders:
       inference.make_decoder(run.method, name, overrides[name])
-  except (checkpoint.CheckpointError, ValueError) as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+    return overrides
+  run, overrides = inference.cli_prologue(argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average, prepare)
   examples = load_split(run.config.data, FLAGS.split)[:FLAGS.max_sentences or None]
   results = []
   for name in FLAGS.decoders:

@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any, Callable, Optional, Sequence
 
+from absl import app
 from absl import logging as absl_logging
 import jax
 import ml_collections
@@ -140,6 +141,22 @@ def split_decoder_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     else:
       rest.append(arg)
   return rest, opts
+
+
+def cli_prologue(argv, workdir: str, which: str, average: int, prepare: Callable[[Run], Any]) -> tuple[Run, Any]:
+  """Shared start of translate/evaluate: argument checks, quiet logs, the run, and `prepare(run)`
+  (decoders etc.); a missing run or a bad decoder option prints `error: ...` and exits 2."""
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  if not workdir:
+    raise app.UsageError('--workdir=<dir of a trained run> is required.')
+  quiet_logs()
+  try:
+    run = load_run(workdir, which, average)
+    return run, prepare(run)
+  except (checkpoint.CheckpointError, ValueError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
 
 
 def make_decoder(method, name: str, overrides: dict[str, str]):

@@ -16,7 +16,7 @@ from typing import Iterator
 
 from absl import app, flags
 
-from nat_jax import checkpoint, inference
+from nat_jax import inference
 
 flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
 flags.DEFINE_string('decoder', 'greedy', 'Decoder name (see nat_jax.decode.DECODERS); options via --decoder.<opt>=<v>.')
@@ -54,17 +54,9 @@ def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  if not FLAGS.workdir:
-    raise app.UsageError('--workdir=<dir of a trained run> is required.')
-  inference.quiet_logs()
-  try:
-    run = inference.load_run(FLAGS.workdir, FLAGS.checkpoint, FLAGS.average)
-    decode_fn, options = inference.make_decoder(run.method, FLAGS.decoder, DECODER_OVERRIDES)
-  except (checkpoint.CheckpointError, ValueError) as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+  run, (decode_fn, options) = inference.cli_prologue(
+      argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
+      lambda run: inference.make_decoder(run.method, FLAGS.decoder, DECODER_OVERRIDES))
   source = open(FLAGS.input, 'rb') if FLAGS.input else sys.stdin.buffer
   sink = open(FLAGS.output, 'w', encoding='utf-8') if FLAGS.output else sys.stdout
   done, t0 = 0, time.time()

@@ -77,6 +77,20 @@ def config_flags_for(config: ml_collections.ConfigDict) -> list[str]:
   return [f'--config.{k}={v}' for k, v in flat.items() if v != '' and not isinstance(v, (list, tuple))]
 
 
+def random_tiny_model(corpus, vocab_size: int, seed: int = 3, logit_scale: float = 4.0):
+  """(AT method, unboxed params) of a randomly initialised tiny model, dropout off. The output
+  embedding is scaled so a tiny vocabulary gets peaked, varied next-token distributions."""
+  import jax
+  import jax.numpy as jnp
+  from flax import linen as nn
+  from nat_jax.methods.autoregressive import AutoregressiveMethod
+  method = AutoregressiveMethod(tiny_config(corpus, **{'model.dropout': 0.0}), vocab_size=vocab_size)
+  dummy = {'source': jnp.ones((1, 5), jnp.int32), 'target': jnp.ones((1, 5), jnp.int32)}
+  params = nn.meta.unbox(method.init_params(jax.random.PRNGKey(seed), dummy))
+  params['embed']['embedding'] = params['embed']['embedding'] * logit_scale
+  return method, params
+
+
 @pytest.fixture(scope='session')
 def trained_run(tmp_path_factory, corpus, compile_cache) -> str:
   """Workdir of a tiny model trained for 8 steps (checkpoints at 2, 4, 6, 8)."""

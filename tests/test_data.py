@@ -11,7 +11,6 @@ import pytest
 import tensorflow_datasets as tfds
 
 from nat_jax import data
-from nat_jax.data import batching
 from nat_jax.data import bible
 from nat_jax.data import sources
 

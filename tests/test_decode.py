@@ -8,26 +8,16 @@ import pytest
 
 from nat_jax import decode
 from nat_jax.decode.beam import length_penalty
-from nat_jax.methods.autoregressive import AutoregressiveMethod, shift_right
+from nat_jax.methods.autoregressive import shift_right
 from nat_jax.models.layers import causal_mask
-from tests.conftest import tiny_config
+from tests.conftest import random_tiny_model
 
 EOS = 1
 
 
-def unbox(tree):
-  return jax.tree_util.tree_map(lambda x: x.unbox() if hasattr(x, 'unbox') else x, tree,
-                                is_leaf=lambda x: hasattr(x, 'unbox'))
-
-
 @pytest.fixture(scope='module')
 def model(corpus):
-  cfg = tiny_config(corpus, **{'model.dropout': 0.0})
-  method = AutoregressiveMethod(cfg, vocab_size=6)
-  dummy = {'source': jnp.ones((1, 5), jnp.int32), 'target': jnp.ones((1, 5), jnp.int32)}
-  params = unbox(method.init_params(jax.random.PRNGKey(3), dummy))
-  # Scale the output embedding so the tiny vocabulary gets peaked, varied distributions.
-  params['embed']['embedding'] = params['embed']['embedding'] * 4.0
+  method, params = random_tiny_model(corpus, vocab_size=6)
   src = jnp.asarray(np.random.default_rng(0).integers(3, 6, (6, 5)), jnp.int32).at[2, 3:].set(0)
   return method, params, src
 

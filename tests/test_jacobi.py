@@ -1,16 +1,14 @@
 """Jacobi decoders (PJ, PGJ, HGJ) against greedy decoding, token for token, plus DDGviz."""
 import os
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from nat_jax import ddgviz, decode, inference
 from nat_jax.decode import jacobi
-from nat_jax.methods.autoregressive import AutoregressiveMethod
-from tests.conftest import tiny_config
-from tests.test_decode import run_decoder, unbox
+from tests.conftest import random_tiny_model
+from tests.test_decode import run_decoder
 
 EOS, MAX_LEN = 1, 12
 JACOBI = [('jacobi_pj', {}), ('jacobi_pgj', {'block_size': 2}), ('jacobi_pgj', {'block_size': 3}),
@@ -47,11 +45,7 @@ def ignore_previous(inner, params, enc, cache, tokens, start):
 
 @pytest.fixture(scope='module')
 def model(corpus):
-  cfg = tiny_config(corpus, **{'model.dropout': 0.0})
-  method = AutoregressiveMethod(cfg, vocab_size=8)
-  dummy = {'source': jnp.ones((1, 5), jnp.int32), 'target': jnp.ones((1, 5), jnp.int32)}
-  params = unbox(method.init_params(jax.random.PRNGKey(3), dummy))
-  params['embed']['embedding'] = params['embed']['embedding'] * 4.0
+  method, params = random_tiny_model(corpus, vocab_size=8)
   rng = np.random.default_rng(0)
   src = rng.integers(3, 8, (16, 12))
   for row in range(16):  # source lengths 1..14: target lengths 2..12, the longest rows hit MAX_LEN
