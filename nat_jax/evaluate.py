@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 import jax
 import numpy as np
 
@@ -146,11 +146,5 @@ def main(argv):
   print(table)
 
 
-def run_main():
-  argv, overrides = inference.split_decoder_flags(sys.argv)
-  DECODER_OVERRIDES.update(overrides)
-  app.run(main, argv=argv)
-
-
 if __name__ == '__main__':
-  run_main()
+  inference.run_with_decoder_flags(main, DECODER_OVERRIDES)

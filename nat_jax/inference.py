@@ -143,6 +143,13 @@ def split_decoder_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
   return rest, opts
 
 
+def run_with_decoder_flags(main: Callable, overrides: dict[str, str]):
+  """app.run(main) after moving `--decoder.<opt>=<v>` out of sys.argv into `overrides`."""
+  argv, found = split_decoder_flags(sys.argv)
+  overrides.update(found)
+  app.run(main, argv=argv)
+
+
 def cli_prologue(argv, workdir: str, which: str, average: int, prepare: Callable[[Run], Any]) -> tuple[Run, Any]:
   """Shared start of translate/evaluate: argument checks, quiet logs, the run, and `prepare(run)`
   (decoders etc.); a missing run or a bad decoder option prints `error: ...` and exits 2."""

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Iterator
 
-from absl import app, flags
+from absl import flags
 
 from nat_jax import inference
 
@@ -73,11 +73,5 @@ def main(argv):
     sink.close()
 
 
-def run_main():
-  argv, overrides = inference.split_decoder_flags(sys.argv)
-  DECODER_OVERRIDES.update(overrides)
-  app.run(main, argv=argv)
-
-
 if __name__ == '__main__':
-  run_main()
+  inference.run_with_decoder_flags(main, DECODER_OVERRIDES)
