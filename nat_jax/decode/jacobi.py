@@ -67,9 +67,8 @@ class JacobiState(NamedTuple):
   cache: dict
 
 
-def final_eos(tokens, fixed, block_end, t_max):
+def final_eos(tokens, fixed, t_max):
   """Stop rule of every algorithm: an EOS is final (its block converged up to it), or the maximum length is. bool[B]."""
-  del block_end
   return has_eos(tokens, fixed) | (fixed >= t_max)
 
 
@@ -94,7 +93,7 @@ def leading_run(same):
   return jnp.sum(jnp.cumprod(same.astype(jnp.int32), axis=1), axis=1)
 
 
-def jacobi_iteration(method, params, enc, state: JacobiState, width: int, t_max: int, finished: Callable) -> JacobiState:
+def jacobi_iteration(method, params, enc, state: JacobiState, width: int, t_max: int) -> JacobiState:
   """One decoder pass over the current block of every row; the single implementation of an iteration."""
   s, block_end = state.start, state.start + width
   inputs = jax.lax.dynamic_slice_in_dim(state.tokens, s, width, axis=1)  # [B, W]: slots s..s+W-1
@@ -111,7 +110,7 @@ def jacobi_iteration(method, params, enc, state: JacobiState, width: int, t_max:
   tokens = jax.lax.dynamic_update_slice_in_dim(state.tokens, new, s + 1, axis=1)
   all_logp = jax.lax.dynamic_update_slice_in_dim(state.logp, new_logp, s + 1, axis=1)
   working = ~state.done & (state.fixed < block_end)  # [B]: rows not waiting for the rest of the batch
-  done = state.done | finished(tokens, fixed, block_end, t_max)
+  done = state.done | final_eos(tokens, fixed, t_max)
   advance = jnp.all(done | (fixed >= block_end))
   return JacobiState(tokens, all_logp, fixed, done, state.iterations + working.astype(jnp.int32),
                      jnp.where(advance, block_end, s), state.passes + 1, cache)
@@ -144,21 +143,21 @@ def jacobi_start(method, params, src, width: int, t_max: int, init_draft: Callab
   return enc, init_state(method, params, enc, src.shape[0], width, t_max, init_draft)
 
 
-def jacobi_decode(method, params, src, *, block_size: int, max_len: int, finished: Callable,
+def jacobi_decode(method, params, src, *, block_size: int, max_len: int,
                   init_draft: Callable = pad_draft) -> DecodeOutput:
   """Jacobi decoding of src i32[B, S] in blocks of `block_size` (<= 0: one block, PJ) as one while_loop."""
   width, t_max = block_plan(method, src, block_size, max_len)
   enc, state = jacobi_start(method, params, src, width, t_max, init_draft)
-  body = functools.partial(jacobi_iteration, method, params, enc, width=width, t_max=t_max, finished=finished)
+  body = functools.partial(jacobi_iteration, method, params, enc, width=width, t_max=t_max)
   return finish(jax.lax.while_loop(running, body, state), t_max)
 
 
-def trace_jacobi(method, params, src, *, block_size: int, max_len: int, finished: Callable,
+def trace_jacobi(method, params, src, *, block_size: int, max_len: int,
                  init_draft: Callable = pad_draft) -> tuple[list[JacobiState], DecodeOutput]:
   """The same iteration stepped from Python, for inspection (DDGviz): (state after each iteration, output)."""
   width, t_max = block_plan(method, src, block_size, max_len)
   enc, state = jax.jit(lambda p, x: jacobi_start(method, p, x, width, t_max, init_draft))(params, src)
-  step = jax.jit(lambda p, e, st: jacobi_iteration(method, p, e, st, width, t_max, finished))
+  step = jax.jit(lambda p, e, st: jacobi_iteration(method, p, e, st, width, t_max))
   states = []
   while bool(running(state)):
     state = step(params, enc, state)
@@ -166,14 +165,13 @@ def trace_jacobi(method, params, src, *, block_size: int, max_len: int, finished
   return states, finish(state, t_max)
 
 
-ALGORITHMS = {  # name -> (stop rule, whether block_size applies; without it the whole length is one block)
-    'pj': (final_eos, False), 'pgj': (final_eos, True), 'hgj': (final_eos, True)}
+ALGORITHMS = {  # name -> whether block_size applies (without it the whole length is one block)
+    'pj': False, 'pgj': True, 'hgj': True}
 
 
 def algorithm_options(name: str, block_size: int) -> dict:
   """The jacobi_decode / trace_jacobi keyword arguments of algorithm `name` ('pj', 'pgj', 'hgj')."""
-  finished, blocked = ALGORITHMS[name]
-  return {'block_size': block_size if blocked else 0, 'finished': finished}
+  return {'block_size': block_size if ALGORITHMS[name] else 0}
 
 
 @register_decoder('jacobi_pj', max_len=0)
