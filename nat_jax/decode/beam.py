@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode import DecodeOutput, register_decoder
-from nat_jax.decode.greedy import resolve_max_len
+from nat_jax.decode.greedy import resolve_max_len, through_first_eos
 from nat_jax.models.layers import NEG_INF
 
 
@@ -85,8 +85,6 @@ def beam_decode(method, params, src, beam_size: int = 4, alpha: float = 0.6, max
   has_fin = fin_scores[:, 0] > NEG_INF / 2  # [B]
   best = jnp.where(has_fin[:, None], fin_seqs[:, 0], seqs[:, 0])[:, 1:]  # [B, T]
   score = jnp.where(has_fin, fin_scores[:, 0], alive_logp[:, 0] / length_penalty(t_max, alpha))
-  best = jnp.where(jnp.cumsum(best == Tokenizer.eos_id, axis=1) - (best == Tokenizer.eos_id) > 0, 0, best)
-  is_eos = best == Tokenizer.eos_id
-  length = jnp.where(jnp.any(is_eos, axis=1), jnp.argmax(is_eos, axis=1) + 1, t_max).astype(jnp.int32)
+  valid, length = through_first_eos(best)
   # steps: tokens of the returned hypothesis incl. EOS (as greedy's); loop_steps: iterations the batch ran.
-  return DecodeOutput(best, score, {'steps': length, 'loop_steps': jnp.full((b,), step, jnp.int32)})
+  return DecodeOutput(jnp.where(valid, best, 0), score, {'steps': length, 'loop_steps': jnp.full((b,), step, jnp.int32)})

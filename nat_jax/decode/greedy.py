@@ -12,6 +12,14 @@ def resolve_max_len(method, src, max_len: int) -> int:
   return max_len if max_len > 0 else method.max_decode_len(src.shape[1])
 
 
+def through_first_eos(tokens):
+  """tokens i32[B, T] -> (valid bool[B, T]: positions up to and including the first EOS,
+  lengths i32[B]: their count, T where a row has no EOS)."""
+  is_eos = tokens == Tokenizer.eos_id
+  valid = (jnp.cumsum(is_eos, axis=1) - is_eos) == 0
+  return valid, jnp.sum(valid, axis=1).astype(jnp.int32)
+
+
 @register_decoder('greedy', max_len=0)
 def greedy_decode(method, params, src, max_len: int = 0) -> DecodeOutput:
   """Argmax token per step until every row emitted EOS or `max_len` tokens (0: method's bound).

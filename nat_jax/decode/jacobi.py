@@ -48,7 +48,7 @@ import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode import DecodeOutput, register_decoder
-from nat_jax.decode.greedy import resolve_max_len
+from nat_jax.decode.greedy import resolve_max_len, through_first_eos
 
 
 def pad_draft(batch: int, length: int) -> jax.Array:
@@ -123,9 +123,7 @@ def running(state: JacobiState) -> jax.Array:
 def finish(state: JacobiState, t_max: int) -> DecodeOutput:
   """Greedy's output format: tokens i32[B, t_max] 0 after the first EOS, summed log-probs, aux."""
   tokens, logp = state.tokens[:, 1:t_max + 1], state.logp[:, 1:t_max + 1]  # [B, T]
-  is_eos = tokens == Tokenizer.eos_id
-  valid = (jnp.cumsum(is_eos, axis=1) - is_eos) == 0  # [B, T]: up to and including the first EOS
-  steps = jnp.sum(valid, axis=1).astype(jnp.int32)
+  valid, steps = through_first_eos(tokens)  # [B, T], [B]
   aux = {'iterations': state.iterations, 'steps': steps,
          'passes': jnp.full_like(steps, state.passes)}
   return DecodeOutput(jnp.where(valid, tokens, 0), jnp.sum(jnp.where(valid, logp, 0.0), axis=1), aux)
