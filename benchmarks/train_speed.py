@@ -43,7 +43,7 @@ def main(_):
   rng = jax.random.PRNGKey(0)
 
   def step(state, local):
-    g, s = grad_fn(state.params, sharding.global_batch(local, mesh), rng)
+    g, s = grad_fn(state.params, sharding.global_batch(local, mesh), rng, state.step)
     return apply_fn(state, g, s)
 
   t0 = time.perf_counter()

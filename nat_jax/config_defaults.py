@@ -11,7 +11,18 @@ def base_config() -> ml_collections.ConfigDict:
 
   c.model = ml_collections.ConfigDict(dict(
       method='at', d_model=512, num_heads=8, d_ff=2048, enc_layers=6, dec_layers=6, dropout=0.1,
-      attention_dropout=0.0, pre_norm=True, relative_window=0, dtype='float32'))
+      attention_dropout=0.0, pre_norm=True, relative_window=0, dtype='float32',
+      # DA-Transformer ('dat') only:
+      upsample_scale=8.0,         # graph size = ceil(upsample_scale x source length)
+      link_heads=0,               # heads of the transition head (0 = num_heads)
+      max_transition_length=0,    # >0: edges i -> j only for j - i <= this
+  ))
+  c.dag = ml_collections.ConfigDict(dict(  # DA-Transformer training
+      loss='nll',                 # 'nll' (pre-training) or 'fuzzy' (FA-DAT fine-tuning)
+      ngram=2,                    # FA-DAT n-gram order
+      glance_start=0.5, glance_end=0.1,  # glancing ratio tau, linear over glance_steps (0 = total_steps)
+      glance_steps=0))
+  c.init_from = ''           # workdir of a trained run: start from its latest params (same tokenizer), fresh optimizer
 
   c.data = ml_collections.ConfigDict(dict(
       source='bible', pair='en-de', train_files='', validation_files='', test_files='', tfds_name='',

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -46,23 +47,33 @@ class ConfigError(ValueError):
 
 
 # --- pure step functions -------------------------------------------------------------------------
-def grad_step(method, params, batch, rng):
-  """Summed loss statistics and gradients of the summed loss for one micro-batch."""
+def grad_step(method, params, batch, rng, step):
+  """Summed loss statistics and gradients of the summed loss for one micro-batch (step i32[]: the update)."""
   def loss_fn(p):
-    sums = method.loss(p, batch, rng)
+    sums = method.loss(p, batch, rng, step=step)
     return sums['loss'], sums
   grads, sums = jax.grad(loss_fn, has_aux=True)(params)
   return grads, sums
 
 
-def apply_step(tx, state: TrainState, grads, sums):
-  """Normalise the summed gradients by the token count and take one optimizer step."""
+def normalise(sums: dict) -> dict:
+  """Per-unit metrics from summed loss statistics: loss / weight (the method's loss normaliser,
+  default the token count), nll and correct (-> accuracy) / tokens; other counts stay sums."""
   tokens = jnp.maximum(sums['tokens'], 1.0)
-  grads = jax.tree_util.tree_map(lambda g: g / tokens, grads)
+  out = {k: v for k, v in sums.items() if k not in ('loss', 'weight', 'nll', 'correct')}
+  out.update(loss=sums['loss'] / jnp.maximum(sums.get('weight', sums['tokens']), 1.0), nll=sums['nll'] / tokens,
+             accuracy=sums['correct'] / tokens)
+  return out
+
+
+def apply_step(tx, state: TrainState, grads, sums):
+  """Normalise the summed gradients like the loss (by `weight`, default tokens) and take one optimizer step."""
+  weight = jnp.maximum(sums.get('weight', sums['tokens']), 1.0)
+  grads = jax.tree_util.tree_map(lambda g: g / weight, grads)
   updates, opt_state = tx.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
-  metrics = {k: v / tokens for k, v in sums.items() if k != 'tokens'}
-  metrics.update(tokens=sums['tokens'], grad_norm=optax.tree.norm(grads))
+  metrics = normalise(sums)
+  metrics.update(grad_norm=optax.tree.norm(grads))
   return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
 
@@ -73,7 +84,7 @@ def eval_step(method, params, batch):
 def compile_steps(method, tx, mesh, state_sh):
   """Jitted (grad_fn, apply_fn, eval_fn) with the state sharded as `state_sh` and batches over `data`."""
   batch_sh, repl = sharding.batch_sharding(mesh), sharding.replicated(mesh)
-  grad_fn = jax.jit(functools.partial(grad_step, method), in_shardings=(state_sh.params, batch_sh, repl),
+  grad_fn = jax.jit(functools.partial(grad_step, method), in_shardings=(state_sh.params, batch_sh, repl, repl),
                     out_shardings=(state_sh.params, repl))
   apply_fn = jax.jit(functools.partial(apply_step, tx), in_shardings=(state_sh, state_sh.params, repl),
                      out_shardings=(state_sh, repl), donate_argnums=(0,))
@@ -168,6 +179,32 @@ def evaluate_bleu(run, decode_fn, examples, rows: int) -> dict[str, Any]:
   return result, hyps
 
 
+def adopt_tokenizer(init_from: str, workdir: str):
+  """Copy the tokenizer of the run we start from (its embeddings index that vocabulary)."""
+  src = os.path.join(init_from, inference.TOKENIZER_FILE)
+  dst = os.path.join(workdir, inference.TOKENIZER_FILE)
+  if not os.path.exists(src):
+    raise ConfigError(f'init_from={init_from!r} holds no {inference.TOKENIZER_FILE}: is it the workdir of a trained run?')
+  if not os.path.exists(dst):
+    shutil.copyfile(src, dst + '.tmp')
+    os.replace(dst + '.tmp', dst)
+  elif open(src, 'rb').read() != open(dst, 'rb').read():
+    raise ConfigError(f'{dst} differs from the tokenizer of init_from={init_from!r}; use a fresh --workdir.')
+
+
+def initial_params(init_from: str, like, shardings):
+  """The latest params of the run in `init_from`, checked against this model's parameter shapes."""
+  params = inference.load_run(init_from).params
+  signature = lambda tree: {jax.tree_util.keystr(k): (x.shape, x.dtype) for k, x in
+                            jax.tree_util.tree_leaves_with_path(tree)}
+  have, want = signature(params), signature(like)
+  diff = [k for k in sorted(set(have) | set(want)) if have.get(k) != want.get(k)]
+  if diff:
+    raise ConfigError(f'init_from={init_from!r}: its parameters do not match this model ({len(diff)} differ, '
+                      f'e.g. {diff[:3]}); the model sections of both configs must agree.')
+  return jax.device_put(params, shardings)
+
+
 # --- main loop -----------------------------------------------------------------------------------
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
   validate_config(config)
@@ -177,6 +214,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
   if lead:
     write_config(workdir, config)
 
+  if config.init_from and lead:
+    adopt_tokenizer(config.init_from, workdir)
   splits, tokenizer = load_data(config, workdir)
   method = get_method(config, tokenizer.vocab_size)
   mesh = sharding.make_mesh(config.mesh.model_parallel)
@@ -200,6 +239,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
   if state is None:
     state = create_train_state(method, tx, batches(0), mesh, jax.random.PRNGKey(config.seed))
     start = 0
+    if config.init_from:
+      state = state.replace(params=initial_params(config.init_from, state.params, state_sh.params))
+      if lead:
+        print(f'Initialised the parameters from {config.init_from} (fresh optimizer, step 0).', flush=True)
   else:
     start = int(state.step)
     if meta.get('seed') != config.seed:
@@ -232,11 +275,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
     for i in range(val_batches.batches_per_epoch):
       s = jax.device_get(eval_fn(state.params, sharding.global_batch(val_batches(i), mesh)))
       sums = s if sums is None else {k: sums[k] + s[k] for k in s}
-    tokens = max(float(sums['tokens']), 1.0)
     run = inference.Run(config, tokenizer, method, state.params, [])
     bleu, _ = evaluate_bleu(run, decode_fn, val_examples, config.decode_batch_size)
-    values = {'loss': sums['loss'] / tokens, 'nll': sums['nll'] / tokens, 'accuracy': sums['correct'] / tokens,
-              'bleu': bleu['first_ref']['bleu']}
+    values = {k: float(v) for k, v in normalise(sums).items()}
+    values['bleu'] = bleu['first_ref']['bleu']
     metrics_log.write(step, 'validation', values)
     return values
 
@@ -249,7 +291,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
     grads, sums = None, None
     for micro in range(config.grad_accum_steps):
       batch = sharding.global_batch(batches(step * config.grad_accum_steps + micro), mesh)
-      g, s = grad_fn(state.params, batch, jax.random.fold_in(rng, micro))
+      g, s = grad_fn(state.params, batch, jax.random.fold_in(rng, micro), jnp.int32(step))
       grads = g if grads is None else jax.tree_util.tree_map(jnp.add, grads, g)
       sums = s if sums is None else jax.tree_util.tree_map(jnp.add, sums, s)
     state, metrics = apply_fn(state, grads, sums)
@@ -260,7 +302,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
       window = jax.device_get(window)
       tok_window = sum(float(m['tokens']) for m in window)
       elapsed = time.time() - t_window
-      avg = {k: float(np.mean([m[k] for m in window])) for k in ('loss', 'nll', 'grad_norm')}
+      avg = {k: float(np.mean([m[k] for m in window])) for k in window[0] if k != 'tokens'}
       avg.update(tokens_per_s=tok_window / max(elapsed, 1e-9), lr=float(schedule(jnp.int32(step - 1))))
       bar.set_postfix(loss=f'{avg["loss"]:.3f}', tok_s=f'{avg["tokens_per_s"]:.0f}', lr=f'{avg["lr"]:.2e}')
       metrics_log.write(step, 'train', avg)

@@ -54,13 +54,18 @@ def tiny_config(corpus: dict[str, str], compile_cache: str = '', **overrides) ->
   c.update(vocab_size=400, max_len=48, max_decode_len=40, tokens_per_batch=384, num_buckets=2, total_steps=8,
            learning_rate=3e-3, warmup_steps=2, log_every=2, eval_every=4, checkpoint_every=2, eval_max_sentences=6,
            decode_batch_size=8, test_decoder='greedy', num_samples=1, compilation_cache_dir=compile_cache)
+  return with_overrides(c, overrides)
+
+
+def with_overrides(config: ml_collections.ConfigDict, overrides: dict) -> ml_collections.ConfigDict:
+  """config with dotted keys set, e.g. {'model.d_model': 48}."""
   for key, value in overrides.items():
-    target = c
+    target = config
     *parents, leaf = key.split('.')
     for p in parents:
       target = target[p]
     target[leaf] = value
-  return c
+  return config
 
 
 def config_flags_for(config: ml_collections.ConfigDict) -> list[str]:

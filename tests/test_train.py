@@ -98,7 +98,7 @@ SHARDED_SCRIPT = textwrap.dedent('''
     import os
     os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=8'
     os.environ['JAX_PLATFORMS'] = 'cpu'
-    import jax, numpy as np
+    import jax, jax.numpy as jnp, numpy as np
     from jax.sharding import Mesh
     from nat_jax import sharding
     from nat_jax.config_defaults import base_config
@@ -124,7 +124,8 @@ SHARDED_SCRIPT = textwrap.dedent('''
       grad_fn, apply_fn, _ = compile_steps(method, tx, mesh, state_sh)
       losses = []
       for step in range(3):
-        g, s = grad_fn(state.params, sharding.global_batch(batch(step), mesh), jax.random.PRNGKey(step))
+        g, s = grad_fn(state.params, sharding.global_batch(batch(step), mesh), jax.random.PRNGKey(step),
+                       jnp.int32(step))
         state, m = apply_fn(state, g, s)
         losses.append(float(m['loss']))
       return losses, state

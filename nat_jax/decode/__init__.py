@@ -61,4 +61,4 @@ def make_decode_fn(method, name: str, options: dict[str, Any]) -> Callable[[Any,
   return jax.jit(lambda params, src: fn(method, params, src, **options))
 
 
-from nat_jax.decode import beam, greedy, jacobi  # noqa: E402,F401  (register decoders)
+from nat_jax.decode import beam, dag, greedy, jacobi  # noqa: E402,F401  (register decoders)

@@ -1,14 +1,23 @@
-"""Batched DA-Transformer decoders over a predicted graph (pure functions, no model).
+"""DA-Transformer decoders: pure functions over a predicted graph, and the registered decoders.
 
-Inputs: log_trans f32[B, L, L] (log E_ij, ignored outside 0 <= i < j < G), log_probs f32[B, L, V]
-(log P(y | v), ignored for v >= G), graph_lengths i32[B]. Every decoder returns tokens i32[B, L]
-(left-aligned, 0-padded) and lengths i32[B]; an empty graph (G = 0) gives an empty output.
+Pure functions take log_trans f32[B, L, L] (log E_ij, ignored outside 0 <= i < j < G),
+log_probs f32[B, L, V] (log P(y | v), ignored for v >= G), graph_lengths i32[B], and return
+tokens i32[B, L] (left-aligned, 0-padded) and lengths i32[B]; an empty graph (G = 0) gives an
+empty output.
+
+Registered decoders (`dag_greedy`, `dag_lookahead`, `dag_joint_viterbi`) run on a method with
+`predict_graph(params, src)` and `vertex_log_probs(params, hidden)` (nat_jax.methods.dag), one
+jitted call per batch. Greedy's path depends on the transitions only, so it projects just the
+vertices on its path onto the vocabulary; lookahead and joint-Viterbi need every vertex's best
+token score and project the whole graph.
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 
+from nat_jax.decode import DecodeOutput, register_decoder
+from nat_jax.decode.greedy import through_first_eos
 from nat_jax.losses.dag import IMPOSSIBLE, clean_log, transition_mask, viterbi_backtrace, viterbi_forward
 
 
@@ -25,19 +34,22 @@ def _path_tokens(path: jax.Array, tokens: jax.Array) -> jax.Array:
   return jnp.where(path >= 0, picked, 0)
 
 
-def _follow_argmax(log_trans: jax.Array, bonus: jax.Array, graph_lengths: jax.Array) -> jax.Array:
-  """i32[B, L]: path from vertex 0 taking next = argmax_j (log E_ij + bonus_j) until vertex G - 1; -1 after.
+def _follow_argmax(log_trans: jax.Array, bonus: jax.Array, graph_lengths: jax.Array,
+                   max_steps: int = 0) -> jax.Array:
+  """i32[B, K]: path from vertex 0 taking next = argmax_j (log E_ij + bonus_j) until vertex G - 1; -1 after.
 
   A lax.while_loop that stops as soon as every row reached its last vertex (bonus f32[B, L]).
+  K = max_steps (0: L) bounds the path; a longer path is cut after K vertices.
   """
   batch, size, _ = log_trans.shape
+  steps = min(max_steps or size, size)
   mask = transition_mask(graph_lengths, size)  # [B, L, L]
   scores = jnp.where(mask, clean_log(log_trans, mask) + bonus[:, None, :], -jnp.inf)  # [B, L, L]
   last = graph_lengths - 1  # [B]
 
   def cond(state):
     step, _, done, _ = state
-    return (step < size) & ~jnp.all(done)
+    return (step < steps) & ~jnp.all(done)
 
   def body(state):
     step, cur, done, path = state  # [], [B], bool[B], [B, L]
@@ -47,7 +59,7 @@ def _follow_argmax(log_trans: jax.Array, bonus: jax.Array, graph_lengths: jax.Ar
     nxt = jnp.argmax(row, axis=-1).astype(jnp.int32)  # [B]
     return step + 1, jnp.where(done, cur, nxt), done, path
 
-  init = (0, jnp.zeros((batch,), jnp.int32), graph_lengths < 1, jnp.full((batch, size), -1, jnp.int32))
+  init = (0, jnp.zeros((batch,), jnp.int32), graph_lengths < 1, jnp.full((batch, steps), -1, jnp.int32))
   return jax.lax.while_loop(cond, body, init)[3]
 
 
@@ -68,6 +80,21 @@ def dag_lookahead_path(log_trans: jax.Array, log_probs: jax.Array, graph_lengths
   return _decode_path(_follow_argmax(log_trans, bonus, graph_lengths), log_probs, graph_lengths)
 
 
+def _joint_viterbi_path(log_trans: jax.Array, best: jax.Array, graph_lengths: jax.Array,
+                        beta: float) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(path i32[B, L], length i32[B], normalised score f32[B]) of joint-Viterbi (best f32[B, L]: max_y log P)."""
+  size = log_trans.shape[1]
+  trans = clean_log(log_trans, transition_mask(graph_lengths, size))  # [B, L, L]
+  delta = viterbi_forward(trans, jnp.broadcast_to(best[None], (size,) + best.shape))  # [L, B, L]
+  last = jnp.clip(graph_lengths - 1, 0, size - 1)  # [B]
+  final = jnp.take_along_axis(delta, last[None, :, None], axis=2)[..., 0]  # [L(m), B]: S_m
+  num = jnp.arange(1, size + 1, dtype=jnp.float32)[:, None]  # [L, 1]
+  normed = jnp.where(final > IMPOSSIBLE, final / num ** beta, -jnp.inf)  # [L, B]
+  found = jnp.any(final > IMPOSSIBLE, axis=0)  # [B]
+  length = jnp.where(found, jnp.argmax(normed, axis=0) + 1, 0).astype(jnp.int32)
+  return viterbi_backtrace(delta, trans, last, length), length, jnp.where(found, jnp.max(normed, axis=0), -jnp.inf)
+
+
 def joint_viterbi(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax.Array,
                   beta: float) -> tuple[jax.Array, jax.Array]:
   """Contract: (tokens i32[B, L], length i32[B]).
@@ -76,16 +103,8 @@ def joint_viterbi(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax
   (a Viterbi pass over L steps); the output length is m* = argmax_m S_m / m**beta and the tokens
   are the argmax tokens along the best m*-vertex path.
   """
-  _, size, _ = log_trans.shape
   tokens, best = _vertex_scores(log_probs, graph_lengths)  # [B, L] each
-  trans = clean_log(log_trans, transition_mask(graph_lengths, size))  # [B, L, L]
-  delta, back = viterbi_forward(trans, jnp.broadcast_to(best[None], (size,) + best.shape))  # [L, B, L] each
-  last = jnp.clip(graph_lengths - 1, 0, size - 1)  # [B]
-  final = jnp.take_along_axis(delta, last[None, :, None], axis=2)[..., 0]  # [L(m), B]: S_m
-  num = jnp.arange(1, size + 1, dtype=jnp.float32)[:, None]  # [L, 1]
-  normed = jnp.where(final > IMPOSSIBLE, final / num ** beta, -jnp.inf)  # [L, B]
-  length = jnp.where(jnp.any(final > IMPOSSIBLE, axis=0), jnp.argmax(normed, axis=0) + 1, 0).astype(jnp.int32)
-  path = viterbi_backtrace(back, last, length)  # [B, L]
+  path, length, _ = _joint_viterbi_path(log_trans, best, graph_lengths, beta)
   return _path_tokens(path, tokens), length
 
 
@@ -99,3 +118,67 @@ def remove_repeats(tokens: jax.Array, lengths: jax.Array) -> tuple[jax.Array, ja
   rows = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, tlen))
   out = jnp.zeros_like(tokens).at[rows, dest].set(tokens, mode='drop')
   return out, jnp.sum(keep, axis=1).astype(jnp.int32)
+
+
+# --- registered decoders over a DAG method ------------------------------------------------------
+def _path_score(log_trans: jax.Array, path: jax.Array) -> jax.Array:
+  """f32[B]: sum of log E along path i32[B, K] (-1 = past the end)."""
+  src, dst = jnp.maximum(path[:, :-1], 0), path[:, 1:]  # [B, K-1]
+  rows = jnp.take_along_axis(log_trans, src[:, :, None], axis=1)  # [B, K-1, L]
+  step = jnp.take_along_axis(rows, jnp.maximum(dst, 0)[:, :, None], axis=2)[..., 0]  # [B, K-1]
+  return jnp.sum(jnp.where(dst >= 0, step, 0.0), axis=1)
+
+
+def _finish(tokens: jax.Array, lengths: jax.Array, score: jax.Array, dedup: bool) -> DecodeOutput:
+  """Optional repeat removal, then everything after the first EOS zeroed."""
+  if dedup:
+    tokens, lengths = remove_repeats(tokens, lengths)
+  valid, _ = through_first_eos(tokens)
+  tokens = jnp.where(valid & (jnp.arange(tokens.shape[1])[None] < lengths[:, None]), tokens, 0)
+  return DecodeOutput(tokens, score, {'length': lengths})
+
+
+@register_decoder('dag_greedy', remove_repeats=False)
+def dag_greedy(method, params, src, remove_repeats: bool = False) -> DecodeOutput:
+  """Follow the argmax transition from vertex 0; the argmax token of each visited vertex.
+
+  Only the (at most max_decode_len) vertices on the path go through the vocabulary projection.
+  """
+  graph = method.predict_graph(params, src)
+  log_trans, lengths_g = graph['log_trans'], graph['graph_lengths']
+  bonus = jnp.zeros(log_trans.shape[:2], jnp.float32)  # [B, L]
+  path = _follow_argmax(log_trans, bonus, lengths_g, method.max_decode_len(src.shape[1]))  # [B, K]
+  on_path = jnp.take_along_axis(graph['hidden'], jnp.maximum(path, 0)[:, :, None], axis=1)  # [B, K, D]
+  log_probs = method.vertex_log_probs(params, on_path)  # [B, K, V]
+  tokens = jnp.where(path >= 0, jnp.argmax(log_probs, axis=-1), 0).astype(jnp.int32)  # [B, K]
+  score = _path_score(log_trans, path) + jnp.sum(jnp.where(path >= 0, jnp.max(log_probs, axis=-1), 0.0), axis=1)
+  return _finish(tokens, jnp.sum(path >= 0, axis=1).astype(jnp.int32), score, remove_repeats)
+
+
+def _full_graph(method, params, src):
+  """(log_trans [B, L, L], log_probs [B, L, V], graph_lengths [B]) with every vertex projected."""
+  graph = method.predict_graph(params, src)
+  return graph['log_trans'], method.vertex_log_probs(params, graph['hidden']), graph['graph_lengths']
+
+
+@register_decoder('dag_lookahead', remove_repeats=False)
+def dag_lookahead(method, params, src, remove_repeats: bool = False) -> DecodeOutput:
+  """Next vertex = argmax_j log E_ij + max_y log P(y | j); the argmax token of each visited vertex."""
+  log_trans, log_probs, lengths_g = _full_graph(method, params, src)
+  _, bonus = _vertex_scores(log_probs, lengths_g)
+  path = _follow_argmax(log_trans, bonus, lengths_g, method.max_decode_len(src.shape[1]))  # [B, K]
+  tokens, lengths = _decode_path(path, log_probs, lengths_g)
+  score = _path_score(log_trans, path) + jnp.sum(jnp.where(path >= 0, jnp.take_along_axis(
+      bonus, jnp.maximum(path, 0), axis=1), 0.0), axis=1)
+  return _finish(tokens, lengths, score, remove_repeats)
+
+
+@register_decoder('dag_joint_viterbi', beta=1.0, remove_repeats=False)
+def dag_joint_viterbi(method, params, src, beta: float = 1.0, remove_repeats: bool = False) -> DecodeOutput:
+  """The best path per length, length chosen by score / m**beta (contract `joint_viterbi`); the
+  returned score is that normalised path score."""
+  log_trans, log_probs, lengths_g = _full_graph(method, params, src)
+  tokens, best = _vertex_scores(log_probs, lengths_g)
+  path, length, score = _joint_viterbi_path(log_trans, best, lengths_g, beta)
+  limit = method.max_decode_len(src.shape[1])
+  return _finish(_path_tokens(path, tokens)[:, :limit], jnp.minimum(length, limit), score, remove_repeats)

@@ -193,37 +193,42 @@ def dag_nll_loss(log_trans: jax.Array, log_emit: jax.Array, target_lengths: jax.
   return jnp.sum(per_pair) / jnp.maximum(num_valid, 1), num_valid, num_impossible
 
 
-def viterbi_forward(trans: jax.Array, emit: jax.Array) -> tuple[jax.Array, jax.Array]:
+def viterbi_forward(trans: jax.Array, emit: jax.Array) -> jax.Array:
   """Max-product forward pass over masked log inputs.
 
   trans f32[B, L, L] (NEG_INF where masked), emit f32[K, B, L] time-major per-step vertex scores.
-  Returns delta f32[K, B, L], the best score of a (k+1)-vertex path from vertex 0 ending at v, and
-  back i32[K, B, L], the predecessor of v on that path (row 0 unused).
+  Returns delta f32[K, B, L], the best score of a (k+1)-vertex path from vertex 0 ending at v.
+  Only maxima are taken here (an argmax over [B, L, L] per step is several times slower on CPU);
+  `viterbi_backtrace` recovers the predecessors along the one path it follows.
   """
   def step(delta, emit_k):  # delta [B, L], emit_k [B, L]
-    cand = delta[:, :, None] + trans  # [B, L(i), L(j)]
-    new = jnp.max(cand, axis=1) + emit_k  # [B, L]
-    return new, (new, jnp.argmax(cand, axis=1).astype(jnp.int32))
+    new = jnp.max(delta[:, :, None] + trans, axis=1) + emit_k  # [B, L]
+    return new, new
 
   first = _initial(emit[0])  # [B, L]
-  _, (delta, back) = jax.lax.scan(step, first, emit[1:])
-  return (jnp.concatenate([first[None], delta]),
-          jnp.concatenate([jnp.zeros_like(back[:1]), back]))
+  _, delta = jax.lax.scan(step, first, emit[1:])
+  return jnp.concatenate([first[None], delta])
 
 
-def viterbi_backtrace(back: jax.Array, last_vertex: jax.Array, lengths: jax.Array) -> jax.Array:
-  """i32[B, K]: vertices of the path ending at last_vertex[b] after lengths[b] vertices, -1 past it.
+def viterbi_backtrace(delta: jax.Array, trans: jax.Array, last_vertex: jax.Array, lengths: jax.Array) -> jax.Array:
+  """i32[B, K]: vertices of the best path ending at last_vertex[b] after lengths[b] vertices, -1 past it.
 
-  back i32[K, B, L] from `viterbi_forward`; rows with lengths[b] = 0 are all -1.
+  delta f32[K, B, L] from `viterbi_forward` over trans f32[B, L, L]; the predecessor of vertex j at
+  position k is argmax_i delta[k-1, i] + trans[i, j] (first maximum on ties). Rows with
+  lengths[b] = 0 are all -1.
   """
+  batch, size, _ = trans.shape
+
   def step(cur, inputs):  # cur i32[B]: vertex at position k + 1
-    k, back_k = inputs  # [], [B, L]
+    k, delta_prev = inputs  # [], [B, L] (= delta[k - 1])
     cur = jnp.where(k == lengths - 1, last_vertex, cur)  # [B]
     out = jnp.where(k < lengths, cur, -1)  # [B]
-    return jnp.take_along_axis(back_k, cur[:, None], axis=1)[:, 0], out
+    into_cur = jnp.take_along_axis(trans, jnp.broadcast_to(cur[:, None, None], (batch, size, 1)), axis=2)[..., 0]
+    return jnp.argmax(delta_prev + into_cur, axis=1).astype(jnp.int32), out  # into_cur [B, L]: trans[b, :, cur]
 
-  steps = jnp.arange(back.shape[0])
-  _, path = jax.lax.scan(step, jnp.zeros_like(lengths), (steps, back), reverse=True)  # [K, B]
+  steps = jnp.arange(delta.shape[0])
+  delta_prev = jnp.concatenate([delta[:1], delta[:-1]])  # [K, B, L]; row 0 unused
+  _, path = jax.lax.scan(step, jnp.zeros_like(lengths), (steps, delta_prev), reverse=True)  # [K, B]
   return path.T
 
 
@@ -235,9 +240,9 @@ def dag_best_alignment(log_trans: jax.Array, log_emit: jax.Array, target_lengths
   target length, and -1 everywhere for pairs without a path.
   """
   trans, emit, _ = _prepare(log_trans, log_emit, target_lengths, graph_lengths)
-  delta, back = viterbi_forward(trans, emit)  # [M, B, L] each
+  delta = viterbi_forward(trans, emit)  # [M, B, L]
   last_step = jnp.clip(target_lengths - 1, 0, emit.shape[0] - 1)  # [B]
   final = jnp.take_along_axis(delta, last_step[None, :, None], axis=0)[0]  # [B, L]
   possible = jnp.isfinite(_read_out(final, target_lengths, graph_lengths))  # [B]
   last = jnp.clip(graph_lengths - 1, 0, log_trans.shape[-1] - 1)  # [B]
-  return viterbi_backtrace(back, last, jnp.where(possible, target_lengths, 0))
+  return viterbi_backtrace(delta, trans, last, jnp.where(possible, target_lengths, 0))

@@ -2,7 +2,9 @@
 
 A method implements:
   init_params(rng, batch) -> params                  (boxed with logical axis names)
-  loss(params, batch, rng, deterministic) -> sums     ({'loss', 'nll', 'correct', 'tokens', ...})
+  loss(params, batch, rng, step, deterministic) -> sums
+      {'loss', 'nll', 'correct', 'tokens'} (+ 'weight', the loss normaliser if not tokens, + counts);
+      step i32[] is the update number (schedules such as glancing use it)
   decoders: tuple of decoder names it supports       (see nat_jax.decode.DECODERS)
 and, when it decodes left to right, the autoregressive interface used by greedy, beam and Jacobi:
   encode(params, src) -> enc                         (pytree, batch on axis 0)
@@ -10,6 +12,8 @@ and, when it decodes left to right, the autoregressive interface used by greedy,
   step_logits(params, enc, cache, tokens, start) -> (logits f32[B, T, V], cache)
       scores T new tokens written to cache slots [start, start + T)
   max_decode_len(src_len) -> int
+a non-autoregressive graph method (DA-Transformer) instead provides predict_graph and
+vertex_log_probs (see nat_jax.methods.dag, nat_jax.decode.dag).
 Adding a method = a module in this package + `@register('name')`; train/translate/evaluate never change.
 """
 from __future__ import annotations
@@ -34,4 +38,4 @@ def get_method(config, vocab_size: int):
   return METHODS[name](config, vocab_size)
 
 
-from nat_jax.methods import autoregressive  # noqa: E402,F401  (registers 'at')
+from nat_jax.methods import autoregressive, dag  # noqa: E402,F401  (register 'at', 'dat')

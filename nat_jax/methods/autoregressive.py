@@ -56,7 +56,7 @@ class AutoregressiveMethod:
     tokens, positions, mask = self._inputs(batch['target'])
     return self.model.init(rng, batch['source'], tokens, positions, mask)['params']
 
-  def loss(self, params, batch, rng, deterministic: bool = False):
+  def loss(self, params, batch, rng, step=0, deterministic: bool = False):
     tokens, positions, mask = self._inputs(batch['target'])
     logits = self.model.apply({'params': params}, batch['source'], tokens, positions, mask,
                               deterministic=deterministic, rngs={'dropout': rng})

@@ -125,14 +125,24 @@ class Transformer(nn.Module):
 
   def decode(self, tokens, positions, self_mask, encoded, src_valid, *, deterministic: bool = True,
              cross_kv: Optional[list] = None, cache: Optional[dict] = None, cache_start=None):
-    """Decoder pass.
+    """Decoder pass from tokens to logits.
 
     tokens, positions i32[B, T]; self_mask bool[B, T, T] (no cache) or bool[B, T, C] (cache of C slots);
     encoded [B, S, D]; src_valid bool[B, S]; cross_kv: `precompute_cross(encoded)` (optional). With a
     cache the new keys go to slots [cache_start, cache_start + T). Returns (logits f32[B, T, V], cache or None).
     """
     x = self.embed_tokens(tokens, positions, deterministic=deterministic)
-    cross_mask = jnp.broadcast_to(src_valid[:, None, :], (tokens.shape[0], tokens.shape[1], src_valid.shape[1]))
+    hidden, new_cache = self.decode_hidden(x, positions, self_mask, encoded, src_valid, deterministic=deterministic,
+                                           cross_kv=cross_kv, cache=cache, cache_start=cache_start)
+    return self.embed.attend(hidden), new_cache
+
+  def decode_hidden(self, x, positions, self_mask, encoded, src_valid, *, deterministic: bool = True,
+                    cross_kv: Optional[list] = None, cache: Optional[dict] = None, cache_start=None):
+    """The decoder layers on input embeddings x [B, T, D] -> (final hidden states [B, T, D], cache or None).
+
+    Methods whose decoder inputs are not tokens (DA-Transformer's graph queries) enter here.
+    """
+    cross_mask = jnp.broadcast_to(src_valid[:, None, :], (x.shape[0], x.shape[1], src_valid.shape[1]))
     cross = cross_kv if cross_kv is not None else [None] * len(self.decoder_layers)
     if cache is None:
       kv_positions, layer_caches = positions, [None] * len(self.decoder_layers)
@@ -147,9 +157,12 @@ class Transformer(nn.Module):
       new_layers.append(layer_cache)
     if self.cfg.pre_norm:
       x = self.decoder_norm(x)
-    logits = self.embed.attend(x)
     new_cache = None if cache is None else {'layers': new_layers, 'positions': kv_positions}
-    return logits, new_cache
+    return x, new_cache
+
+  def logits(self, hidden):
+    """Output projection (tied to the embeddings): [B, T, D] -> f32[B, T, V]."""
+    return self.embed.attend(hidden)
 
   def precompute_cross(self, encoded):
     """Per decoder layer, the encoder keys/values {'k','v': [B, S, H, Dh]}: computed once per sentence."""

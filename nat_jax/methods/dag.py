@@ -1,0 +1,173 @@
+"""DA-Transformer ('dat'): DAG NLL with glancing, or the FA-DAT fuzzy n-gram loss; DAG decoders.
+
+Training (config.dag):
+  loss='nll'    -log P(y | x) / |y| by the forward algorithm (NLL pre-training)
+  loss='fuzzy'  FA-DAT: -BP * clipped expected n-gram matches / expected n-grams, n = config.dag.ngram
+Glancing (GLAT) in both: a first decoder pass (no gradient) gives the best alignment; at
+round((|y| - correct) * tau) randomly chosen aligned vertices the decoder input becomes the target
+token's embedding, and a second pass with the same dropout rng computes the loss. tau goes
+linearly from glance_start to glance_end over glance_steps (0 = total_steps).
+A pair whose target has more tokens than its graph has vertices is masked out and counted
+('impossible' in the metrics).
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from nat_jax.losses.dag import dag_best_alignment, dag_log_likelihood, path_exists
+from nat_jax.losses.fuzzy import fuzzy_alignment_loss
+from nat_jax.methods import register
+from nat_jax.methods.autoregressive import transformer_config
+from nat_jax.models.dag_transformer import DagTransformer
+
+LOSSES = ('nll', 'fuzzy')
+
+
+def glance_ratio(step, start: float, end: float, steps: int) -> jax.Array:
+  """tau at `step`: linear from start to end over `steps` updates, then end."""
+  frac = jnp.clip(jnp.asarray(step, jnp.float32) / max(steps, 1), 0.0, 1.0)
+  return start + (end - start) * frac
+
+
+def glance_inputs(rng, align, hit, targets, tau, size: int):
+  """Which vertices see a target embedding, and which token.
+
+  align i32[B, M] (vertex of each target position, -1 past the target / for impossible pairs);
+  hit bool[B, M] (argmax token at that vertex == target). Picks round((T - correct) * tau)
+  random aligned target positions per row. Returns (tokens i32[B, L], mask bool[B, L]).
+  """
+  aligned = align >= 0  # [B, M]
+  wrong = jnp.sum(aligned & ~hit, axis=1)  # [B]
+  count = jnp.round(wrong.astype(jnp.float32) * tau).astype(jnp.int32)  # [B]
+  keys = jnp.where(aligned, jax.random.uniform(rng, align.shape), 2.0)  # unaligned sort last
+  rank = jnp.argsort(jnp.argsort(keys, axis=1), axis=1)  # [B, M]
+  chosen = aligned & (rank < count[:, None])  # [B, M]
+  rows = jnp.arange(align.shape[0])[:, None]
+  dest = jnp.where(chosen, align, size)  # out of range = dropped
+  mask = jnp.zeros((align.shape[0], size), bool).at[rows, dest].set(True, mode='drop')
+  tokens = jnp.zeros((align.shape[0], size), jnp.int32).at[rows, dest].set(targets, mode='drop')
+  return tokens, mask
+
+
+@register('dat')
+class DagMethod:
+  """Directed Acyclic Transformer trained with DAG NLL (+ glancing) or the FA-DAT fuzzy loss."""
+  decoders = ('dag_greedy', 'dag_lookahead', 'dag_joint_viterbi')
+
+  def __init__(self, config, vocab_size: int):
+    model_cfg, dag_cfg = config.model, config.dag
+    if model_cfg.upsample_scale <= 0:
+      raise ValueError(f'model.upsample_scale must be > 0, got {model_cfg.upsample_scale}.')
+    if dag_cfg.loss not in LOSSES:
+      raise ValueError(f'dag.loss must be one of {LOSSES}, got {dag_cfg.loss!r}.')
+    if not 1 <= dag_cfg.ngram <= 4:
+      raise ValueError(f'dag.ngram must be in 1..4, got {dag_cfg.ngram}.')
+    link_heads = model_cfg.link_heads or model_cfg.num_heads
+    if model_cfg.d_model % link_heads:
+      raise ValueError(f'model.d_model={model_cfg.d_model} must be divisible by model.link_heads={link_heads}.')
+    self.config = config
+    self.upsample_scale = float(model_cfg.upsample_scale)
+    self.max_graph_size = self.graph_size(config.max_len)
+    self.model = DagTransformer(transformer_config(model_cfg, vocab_size), self.max_graph_size, link_heads,
+                                model_cfg.max_transition_length)
+    self.max_target_len = config.max_decode_len
+    self.glance = (dag_cfg.glance_start, dag_cfg.glance_end, dag_cfg.glance_steps or config.total_steps)
+
+  # --- graph sizes ------------------------------------------------------------------------------
+  def graph_size(self, src_len: int) -> int:
+    """Static padded graph size for a padded source width."""
+    return max(1, math.ceil(self.upsample_scale * src_len))
+
+  def padded_graph_size(self, src) -> int:
+    """L for a batch of sources i32[B, S] (static)."""
+    return min(self.graph_size(src.shape[1]), self.max_graph_size)
+
+  def graph_lengths(self, src) -> jax.Array:
+    """i32[B]: ceil(upsample_scale x source length incl. EOS), capped by the padded graph size."""
+    src_len = jnp.sum(src > 0, axis=1).astype(jnp.float32)
+    return jnp.minimum(jnp.ceil(self.upsample_scale * src_len), self.padded_graph_size(src)).astype(jnp.int32)
+
+  def _no_glance(self, src):
+    """(tokens i32[B, L], mask bool[B, L]): every vertex gets its graph query."""
+    zeros = jnp.zeros((src.shape[0], self.padded_graph_size(src)), jnp.int32)
+    return zeros, zeros > 0
+
+  # --- passes -----------------------------------------------------------------------------------
+  def _apply(self, params, *args, method, rng=None, **kwargs):
+    return self.model.apply({'params': params}, *args, method=method, rngs=None if rng is None else {'dropout': rng},
+                            **kwargs)
+
+  def _graph_pass(self, params, encoded, src, graph_lengths, targets, glance, rng, deterministic):
+    """(log_trans f32[B, L, L], log_emit f32[B, L, M] = log P(y_m | v), argmax token i32[B, L])."""
+    tokens, mask = glance if glance is not None else self._no_glance(src)
+    size = mask.shape[1]
+    hidden = self._apply(params, encoded, src > 0, graph_lengths, tokens, mask, method=DagTransformer.graph_hidden,
+                         rng=rng, deterministic=deterministic)  # [B, L, D]
+    log_trans = self._apply(params, hidden, graph_lengths, method=DagTransformer.links)  # [B, L, L]
+    log_probs = self._apply(params, hidden, method=DagTransformer.log_probs)  # [B, L, V]
+    index = jnp.broadcast_to(targets[:, None, :], (targets.shape[0], size, targets.shape[1]))  # [B, L, M]
+    log_emit = jnp.take_along_axis(log_probs, index, axis=2)  # [B, L, M]
+    return log_trans, log_emit, jnp.argmax(log_probs, axis=-1).astype(jnp.int32)
+
+  # --- training ---------------------------------------------------------------------------------
+  def init_params(self, rng, batch):
+    src = batch['source']
+    return self.model.init(rng, src, self.graph_lengths(src), *self._no_glance(src))['params']
+
+  def loss(self, params, batch, rng, step=0, deterministic: bool = False):
+    """Sums: loss (per-sentence losses of valid pairs; normalised by `weight` = their count),
+    nll and correct (normalised by `tokens`), impossible (pairs that do not fit their graph)."""
+    src, targets = batch['source'], batch['target']  # [B, S], [B, M]
+    target_lengths = jnp.sum(targets > 0, axis=1).astype(jnp.int32)  # [B]
+    graph_lengths = self.graph_lengths(src)  # [B]
+    enc_rng, dec_rng, glance_rng = jax.random.split(rng, 3)
+    encoded = self._apply(params, src, method=DagTransformer.encode, rng=enc_rng, deterministic=deterministic)
+
+    log_trans, log_emit, argmax = self._graph_pass(params, encoded, src, graph_lengths, targets, None, dec_rng,
+                                                   deterministic)
+    align = dag_best_alignment(jax.lax.stop_gradient(log_trans), jax.lax.stop_gradient(log_emit),
+                               target_lengths, graph_lengths)  # [B, M]
+    hit = (align >= 0) & (jnp.take_along_axis(argmax, jnp.maximum(align, 0), axis=1) == targets)  # [B, M]
+    start, end, steps = self.glance
+    if not deterministic and (start > 0 or end > 0):
+      glance = glance_inputs(glance_rng, align, hit, targets, glance_ratio(step, start, end, steps),
+                             log_trans.shape[1])
+      log_trans, log_emit, _ = self._graph_pass(params, encoded, src, graph_lengths, targets, glance, dec_rng,
+                                                deterministic)
+
+    nll_loss = self.config.dag.loss == 'nll'
+    stop = (lambda x: x) if nll_loss else jax.lax.stop_gradient  # fuzzy: the likelihood is a metric only
+    ll = dag_log_likelihood(stop(log_trans), stop(log_emit), target_lengths, graph_lengths)  # [B]
+    valid = path_exists(target_lengths, graph_lengths) & jnp.isfinite(ll)  # [B]
+    if nll_loss:
+      per_pair = -ll / jnp.maximum(target_lengths, 1)
+    else:
+      per_pair = fuzzy_alignment_loss(log_trans, log_emit, targets, target_lengths, graph_lengths,
+                                      self.config.dag.ngram)
+    weights = valid.astype(jnp.float32)
+    return {'loss': jnp.sum(jnp.where(valid, per_pair, 0.0)), 'weight': jnp.sum(weights),
+            'nll': jnp.sum(jnp.where(valid, -ll, 0.0)),
+            'correct': jnp.sum(jnp.where(valid[:, None], hit, False)).astype(jnp.float32),
+            'tokens': jnp.sum(weights * target_lengths),
+            'impossible': jnp.sum(~valid & (target_lengths > 0)).astype(jnp.float32)}
+
+  # --- decoding interface (nat_jax.decode.dag) --------------------------------------------------
+  def predict_graph(self, params, src):
+    """{'hidden' [B, L, D], 'log_trans' f32[B, L, L], 'graph_lengths' i32[B]} for src i32[B, S]."""
+    graph_lengths = self.graph_lengths(src)
+    encoded = self._apply(params, src, method=DagTransformer.encode)
+    hidden = self._apply(params, encoded, src > 0, graph_lengths, *self._no_glance(src),
+                         method=DagTransformer.graph_hidden)
+    log_trans = self._apply(params, hidden, graph_lengths, method=DagTransformer.links)
+    return {'hidden': hidden, 'log_trans': log_trans, 'graph_lengths': graph_lengths}
+
+  def vertex_log_probs(self, params, hidden):
+    """hidden [B, K, D] (any subset of vertices) -> log P(y | v) f32[B, K, V]."""
+    return self._apply(params, hidden, method=DagTransformer.log_probs)
+
+  def max_decode_len(self, src_len: int) -> int:
+    """Output-length bound for a padded source width (as for the autoregressive model)."""
+    return min(self.max_target_len, int(1.5 * src_len) + 10, self.graph_size(src_len))

@@ -1,0 +1,107 @@
+"""DA-Transformer: the shared encoder/decoder blocks over a directed acyclic graph of decoder positions.
+
+The decoder runs non-causally over L = upsample_scale x source-length vertices whose inputs are
+learned graph-position queries (glancing swaps some of them for target-token embeddings). Its
+outputs feed two heads: the tied vocabulary projection (a token distribution per vertex) and the
+gated multi-head transition head (the edge weights of the DAG), computed in fp32.
+"""
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nat_jax.losses.dag import transition_mask
+from nat_jax.models.layers import NEG_INF, default_init, sinusoidal_positions
+from nat_jax.models.transformer import Transformer, TransformerConfig
+
+
+def link_mask(graph_lengths: jax.Array, size: int, max_transition_length: int = 0) -> jax.Array:
+  """bool[B, L, L]: edge i -> j allowed iff i < j < graph_lengths[b] (and j - i <= max, if max > 0)."""
+  mask = transition_mask(graph_lengths, size)  # [B, L, L]
+  if max_transition_length > 0:
+    v = jnp.arange(size)
+    mask &= ((v[None, :] - v[:, None]) <= max_transition_length)[None]
+  return mask
+
+
+class TransitionHead(nn.Module):
+  """log E_ij = logsumexp_h(log_softmax_j(q_hi . k_hj / sqrt(d_h)) + log_softmax_h(W_g h_i)), fp32."""
+  num_heads: int
+  d_model: int
+  max_transition_length: int = 0
+
+  @nn.compact
+  def __call__(self, hidden: jax.Array, graph_lengths: jax.Array) -> jax.Array:
+    """hidden [B, L, D], graph_lengths i32[B] -> log_trans f32[B, L, L] (NEG_INF outside the mask)."""
+    h, dh = self.num_heads, self.d_model // self.num_heads
+    x = hidden.astype(jnp.float32)
+    proj = lambda name: nn.DenseGeneral(
+        features=(h, dh), dtype=jnp.float32, name=name,
+        kernel_init=nn.with_logical_partitioning(default_init, ('embed', 'heads', 'kv')),
+        bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ('heads', 'kv')))
+    q, k = proj('query')(x), proj('key')(x)  # [B, L, H, Dh]
+    scores = jnp.einsum('bihd,bjhd->bhij', q, k) / np.sqrt(dh)  # [B, H, L, L]
+    mask = link_mask(graph_lengths, x.shape[1], self.max_transition_length)  # [B, L, L]
+    log_heads = jax.nn.log_softmax(jnp.where(mask[:, None], scores, NEG_INF), axis=-1)  # [B, H, L, L]
+    gate = nn.Dense(h, dtype=jnp.float32, name='gate',
+                    kernel_init=nn.with_logical_partitioning(default_init, ('embed', 'heads')),
+                    bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ('heads',)))(x)  # [B, L, H]
+    log_gate = jax.nn.log_softmax(gate, axis=-1).transpose(0, 2, 1)[..., None]  # [B, H, L, 1]
+    log_trans = jax.nn.logsumexp(log_heads + log_gate, axis=1)  # [B, L, L]
+    return jnp.where(mask, log_trans, NEG_INF)
+
+
+class DagTransformer(nn.Module):
+  """Encoder + non-causal graph decoder + vocabulary and transition heads. Call methods via apply(method=...)."""
+  cfg: TransformerConfig
+  max_graph_size: int            # size of the learned graph-position table
+  link_heads: int = 4
+  max_transition_length: int = 0
+
+  def setup(self):
+    self.backbone = Transformer(self.cfg)
+    self.graph_queries = self.param(
+        'graph_queries', nn.with_logical_partitioning(nn.initializers.normal(1.0), (None, 'embed')),
+        (self.max_graph_size, self.cfg.d_model), jnp.float32)
+    self.transitions = TransitionHead(self.link_heads, self.cfg.d_model, self.max_transition_length)
+
+  def encode(self, src, *, deterministic: bool = True):
+    """src i32[B, S] -> encoded [B, S, D]."""
+    return self.backbone.encode(src, deterministic=deterministic)
+
+  def graph_hidden(self, encoded, src_valid, graph_lengths, glance_tokens, glance_mask, *,
+                   deterministic: bool = True):
+    """Decoder states of the L graph vertices: [B, L, D].
+
+    encoded [B, S, D]; src_valid bool[B, S]; graph_lengths i32[B]; glance_tokens i32[B, L] and
+    glance_mask bool[B, L]: vertices whose input is the embedding of glance_tokens instead of
+    their graph query (all False outside glancing). Every vertex attends to every vertex < G.
+    """
+    b, size = glance_mask.shape
+    vertices = jnp.broadcast_to(jnp.arange(size), (b, size))  # [B, L]
+    queries = self.graph_queries[:size].astype(self.cfg.dtype)[None]  # [1, L, D]
+    x = jnp.where(glance_mask[..., None], self.backbone.embed(glance_tokens), queries)
+    x = x + sinusoidal_positions(vertices, self.cfg.d_model).astype(self.cfg.dtype)
+    x = self.backbone.input_dropout(x, deterministic=deterministic)
+    in_graph = vertices < graph_lengths[:, None]  # [B, L]
+    self_mask = jnp.broadcast_to(in_graph[:, None, :], (b, size, size))  # [B, L, L]
+    hidden, _ = self.backbone.decode_hidden(x, vertices, self_mask, encoded, src_valid,
+                                            deterministic=deterministic)
+    return hidden
+
+  def links(self, hidden, graph_lengths):
+    """hidden [B, L, D] -> log_trans f32[B, L, L]."""
+    return self.transitions(hidden, graph_lengths)
+
+  def log_probs(self, hidden):
+    """hidden [B, K, D] (all vertices or a gathered subset) -> log P(y | v) f32[B, K, V]."""
+    return jax.nn.log_softmax(self.backbone.logits(hidden), axis=-1)
+
+  def __call__(self, src, graph_lengths, glance_tokens, glance_mask, *, deterministic: bool = True):
+    """Full pass (used for initialisation): (log_trans f32[B, L, L], log_probs f32[B, L, V])."""
+    encoded = self.encode(src, deterministic=deterministic)
+    hidden = self.graph_hidden(encoded, src > 0, graph_lengths, glance_tokens, glance_mask,
+                               deterministic=deterministic)
+    return self.links(hidden, graph_lengths), self.log_probs(hidden)

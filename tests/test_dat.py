@@ -1,0 +1,174 @@
+"""DA-Transformer method: transition head, glancing, masked impossible pairs, decoders on the model,
+overfitting to exact reproduction, NLL -> FA-DAT fine-tuning via init_from."""
+import itertools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from nat_jax import decode, inference, train
+from nat_jax.config_defaults import base_config
+from nat_jax.decode.dag import dag_greedy_path, dag_lookahead_path, joint_viterbi
+from nat_jax.methods import get_method
+from nat_jax.methods.dag import glance_inputs, glance_ratio
+from nat_jax.models.dag_transformer import TransitionHead
+from nat_jax.models.layers import NEG_INF
+from tests.conftest import tiny_config, with_overrides
+
+
+def dat_config(**overrides):
+  c = base_config()
+  c.model.update(method='dat', d_model=32, num_heads=2, d_ff=64, enc_layers=1, dec_layers=1, dropout=0.0,
+                 upsample_scale=2.0)
+  c.update(max_len=16, max_decode_len=40, total_steps=100)
+  return with_overrides(c, overrides)
+
+
+def init(method, src, tgt, seed=0):
+  return nn.meta.unbox(method.init_params(jax.random.PRNGKey(seed), {'source': src, 'target': tgt}))
+
+
+@pytest.mark.parametrize('band', [0, 2])
+def test_transition_head_matches_the_gated_formula(band):
+  b, size, d, heads = 2, 6, 8, 2
+  hidden = jax.random.normal(jax.random.PRNGKey(0), (b, size, d))
+  lengths = jnp.array([6, 4])
+  head = TransitionHead(heads, d, band)
+  params = nn.meta.unbox(head.init(jax.random.PRNGKey(1), hidden, lengths))['params']
+  got = np.asarray(head.apply({'params': params}, hidden, lengths))
+  # Second implementation, loops in numpy: per head softmax over allowed j, mixed by the gate.
+  x = np.asarray(hidden, np.float64)
+  q = np.einsum('bld,dhk->blhk', x, params['query']['kernel']) + params['query']['bias']
+  k = np.einsum('bld,dhk->blhk', x, params['key']['kernel']) + params['key']['bias']
+  g = x @ np.asarray(params['gate']['kernel']) + np.asarray(params['gate']['bias'])
+  gate = np.exp(g - g.max(-1, keepdims=True))
+  gate /= gate.sum(-1, keepdims=True)
+  for r, i in itertools.product(range(b), range(size)):
+    allowed = [j for j in range(size) if i < j < lengths[r] and (band == 0 or j - i <= band)]
+    for j in range(size):
+      if j not in allowed:
+        assert got[r, i, j] == NEG_INF
+    if not allowed:
+      continue
+    prob = np.zeros(len(allowed))
+    for h in range(heads):
+      s = np.array([q[r, i, h] @ k[r, j, h] for j in allowed]) / np.sqrt(d // heads)
+      e = np.exp(s - s.max())
+      prob += gate[r, i, h] * e / e.sum()
+    np.testing.assert_allclose(np.exp(got[r, i, allowed]), prob, rtol=1e-5, atol=1e-6)
+
+
+def test_glancing_count_and_placement():
+  align = jnp.array([[0, 2, 3, 5, -1, -1], [0, 1, 2, 3, 4, 6]])  # [B, M]
+  hit = jnp.array([[True, False, False, False, False, False], [False] * 6])
+  targets = jnp.array([[7, 8, 9, 1, 0, 0], [11, 12, 13, 14, 15, 1]])
+  for tau, expected in ((0.0, [0, 0]), (0.5, [2, 3]), (1.0, [3, 6])):  # round((T - correct) * tau)
+    tokens, mask = glance_inputs(jax.random.PRNGKey(0), align, hit, targets, tau, 8)
+    tokens, mask = np.asarray(tokens), np.asarray(mask)
+    assert mask.sum(1).tolist() == expected
+    for r in range(2):
+      vertex_of = {int(v): int(t) for v, t in zip(align[r], targets[r]) if v >= 0}
+      for v in np.flatnonzero(mask[r]):
+        assert tokens[r, v] == vertex_of[v]  # a glanced vertex gets the target token aligned to it
+  np.testing.assert_allclose([glance_ratio(s, 0.5, 0.1, 100) for s in (0, 50, 100, 400)], [0.5, 0.3, 0.1, 0.1],
+                             atol=1e-6)
+
+
+def test_pairs_that_do_not_fit_their_graph_are_masked_and_counted():
+  method = get_method(dat_config(**{'model.upsample_scale': 1.0}), 30)
+  src = jnp.array([[5, 6, 7, 1, 0, 0], [5, 1, 0, 0, 0, 0], [5, 6, 1, 0, 0, 0]])
+  tgt = jnp.array([[8, 9, 1, 0, 0, 0], [8, 9, 10, 11, 1, 0], [0, 0, 0, 0, 0, 0]])  # row 1: 5 > G = 2; row 2 padding
+  batch = {'source': src, 'target': tgt}
+  params = init(method, src, tgt)
+  sums = method.loss(params, batch, jax.random.PRNGKey(0), deterministic=True)
+  assert float(sums['impossible']) == 1 and float(sums['weight']) == 1 and float(sums['tokens']) == 3
+  grads = jax.grad(lambda p: method.loss(p, batch, jax.random.PRNGKey(0))['loss'])(params)
+  assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree_util.tree_leaves(grads))
+  # The loss of the valid row alone is the same number.
+  alone = method.loss(params, {'source': src[:1], 'target': tgt[:1]}, jax.random.PRNGKey(0), deterministic=True)
+  np.testing.assert_allclose(float(sums['loss']), float(alone['loss']), rtol=1e-5)
+
+
+def test_registered_decoders_equal_the_graph_functions_on_the_full_graph():
+  """dag_greedy projects only its path; lookahead / joint-Viterbi the whole graph: all must agree
+  with the pure functions applied to the fully projected graph."""
+  method = get_method(dat_config(**{'model.upsample_scale': 3.0}), 40)
+  rng = np.random.default_rng(0)
+  src = np.zeros((6, 8), np.int32)
+  for r in range(6):
+    n = rng.integers(2, 8)
+    src[r, :n - 1], src[r, n - 1] = rng.integers(5, 40, n - 1), 1
+  src = jnp.asarray(src)
+  params = init(method, src, src, seed=2)
+  graph = method.predict_graph(params, src)
+  log_probs = method.vertex_log_probs(params, graph['hidden'])
+  args = (graph['log_trans'], log_probs, graph['graph_lengths'])
+  limit = method.max_decode_len(src.shape[1])
+  for name, (want, want_len) in (('dag_greedy', dag_greedy_path(*args)), ('dag_lookahead', dag_lookahead_path(*args)),
+                                 ('dag_joint_viterbi', joint_viterbi(*args, 1.0))):
+    out = decode.make_decode_fn(method, name, decode.parse_options(name, {}))(params, src)
+    want, want_len = np.asarray(want), np.asarray(want_len)
+    for r in range(src.shape[0]):
+      seq = want[r, :min(want_len[r], limit)].tolist()
+      if 1 in seq:
+        seq = seq[:seq.index(1) + 1]
+      got = np.asarray(out.tokens[r]).tolist()
+      assert got[:len(seq)] == seq and not any(got[len(seq):]), (name, r)
+
+
+def test_tiny_dat_overfits_to_exact_reproduction():
+  """A few pairs (target = a fixed function of the source, up to 1.5x longer), trained with NLL
+  and glancing: every decoder then reproduces every target."""
+  method = get_method(dat_config(**{'model.d_model': 64, 'model.d_ff': 128, 'model.upsample_scale': 3.0}), 24)
+  rng = np.random.default_rng(1)
+  src, tgt = np.zeros((4, 10), np.int32), np.zeros((4, 10), np.int32)
+  for r in range(4):
+    n = 4 + r
+    words = rng.integers(5, 14, n - 1)
+    src[r, :n] = [*words, 1]
+    out = [w + 10 for w in words[::-1]] + [23] * (r % 2)
+    tgt[r, :len(out) + 1] = [*out, 1]
+  batch = {'source': jnp.asarray(src), 'target': jnp.asarray(tgt)}
+  params = init(method, batch['source'], batch['target'])
+  tx = optax.adam(3e-3)
+  opt = tx.init(params)
+
+  @jax.jit
+  def step(params, opt, i):
+    grads = jax.grad(lambda p: method.loss(p, batch, jax.random.fold_in(jax.random.PRNGKey(0), i), step=i)['loss'])(
+        params)
+    updates, opt = tx.update(grads, opt, params)
+    return optax.apply_updates(params, updates), opt
+
+  for i in range(400):
+    params, opt = step(params, opt, i)
+  for name in method.decoders:
+    out = decode.make_decode_fn(method, name, decode.parse_options(name, {}))(params, batch['source'])
+    np.testing.assert_array_equal(np.asarray(out.tokens)[:, :10], tgt, err_msg=name)
+
+
+def test_fadat_fine_tuning_starts_from_the_nll_run(tmp_path, corpus, compile_cache):
+  nll_dir, ft_dir = str(tmp_path / 'nll'), str(tmp_path / 'fadat')
+  dat = {'model.method': 'dat', 'model.upsample_scale': 2.0, 'eval_decoder': 'dag_greedy',
+         'test_decoder': 'dag_lookahead', 'label_smoothing': 0.0}
+  train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=2, eval_every=2, **dat), nll_dir)
+  # learning rate 0: the fine-tuned run must end with exactly the NLL run's parameters.
+  train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=2, eval_every=2, learning_rate=0.0,
+                                       init_from=nll_dir, **{'dag.loss': 'fuzzy', **dat}), ft_dir)
+  want, got = inference.load_run(nll_dir).params, inference.load_run(ft_dir).params
+  for a, b in zip(jax.tree_util.tree_leaves(want), jax.tree_util.tree_leaves(got)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  with open(f'{nll_dir}/spm.model', 'rb') as f1, open(f'{ft_dir}/spm.model', 'rb') as f2:
+    assert f1.read() == f2.read()
+  run = inference.load_run(ft_dir)
+  for name in run.method.decoders:
+    fn, _ = inference.make_decoder(run.method, name, {})
+    hyps, _ = inference.translate_texts(run, ['In the beginning', '', 'God said'], fn, 4)
+    assert len(hyps) == 3 and hyps[1] == ''
+  # A model of another size cannot start from it.
+  with pytest.raises(train.ConfigError, match='do not match'):
+    train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=1, init_from=nll_dir,
+                                         **{'model.d_model': 48, **dat}), str(tmp_path / 'bad'))
