@@ -82,6 +82,29 @@ def baseline_fuzzy_loss(log_trans, log_emit, targets, target_lengths, graph_leng
   return -brevity * clipped / exp_ngrams
 
 
+def baseline_best_alignment(log_trans, log_emit, target_lengths, graph_lengths):
+  """Viterbi keeping an argmax back-pointer for every (step, vertex): [B, L, L] max + argmax per step."""
+  trans, emit, _ = dag._prepare(log_trans, log_emit, target_lengths, graph_lengths)
+
+  def step(delta, emit_k):
+    cand = delta[:, :, None] + trans  # [B, L, L]
+    return jnp.max(cand, axis=1) + emit_k, jnp.argmax(cand, axis=1).astype(jnp.int32)
+
+  first = dag._initial(emit[0])
+  _, back = jax.lax.scan(step, first, emit[1:])  # [M-1, B, L]
+  last = jnp.clip(graph_lengths - 1, 0, log_trans.shape[-1] - 1)
+
+  def trace(cur, inputs):  # walk back from position T-1
+    k, back_k = inputs
+    cur = jnp.where(k == target_lengths - 1, last, cur)
+    out = jnp.where(k < target_lengths, cur, -1)
+    return jnp.take_along_axis(back_k, cur[:, None], axis=1)[:, 0], out
+
+  back = jnp.concatenate([jnp.zeros_like(back[:1]), back])  # row 0 unused
+  _, path = jax.lax.scan(trace, jnp.zeros_like(target_lengths), (jnp.arange(back.shape[0]), back), reverse=True)
+  return path.T
+
+
 def timed(fn, args, repeats):
   """(median seconds, compiled temp bytes or None, outputs) of a jitted fn."""
   compiled = jax.jit(fn).lower(*args).compile()
@@ -135,6 +158,10 @@ def main():
       rows.append((group, name, sec, mem, base_time / sec, rel_diff(out, base_out),
                    (base_mem / mem) if mem and base_mem else float('nan')))
 
+  align = {name: timed(fn, (lt, le, tl, gl), flags.repeats) for name, fn in (
+      ('baseline: argmax back-pointers every step', baseline_best_alignment),
+      ('dag_best_alignment (max only; argmax along the path in the backtrace)', dag.dag_best_alignment))}
+
   print(f'B={flags.batch} L={flags.graph} M={flags.target} (forward+backward, median of {flags.repeats}; '
         f'{machine()})\n')
   print('| loss | implementation | time (ms) | speed-up vs baseline | temp memory (MiB) | memory vs baseline | '
@@ -143,6 +170,10 @@ def main():
   for group, name, sec, mem, speed, diff, mem_ratio in rows:
     mem_text = f'{mem / 2**20:.1f}' if mem is not None else 'n/a'
     print(f'| {group} | {name} | {sec * 1e3:.1f} | {speed:.2f}x | {mem_text} | {mem_ratio:.2f}x smaller | {diff} |')
+  base_sec, _, base_path = next(iter(align.values()))
+  print('\n| Viterbi alignment | time (ms) | speed-up vs baseline | same paths |\n| --- | ---: | ---: | --- |')
+  for name, (sec, _, path) in align.items():
+    print(f'| {name} | {sec * 1e3:.1f} | {base_sec / sec:.2f}x | {bool(jnp.all(path == base_path))} |')
 
 
 if __name__ == '__main__':

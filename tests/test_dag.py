@@ -270,6 +270,23 @@ def test_greedy_and_lookahead_random(graph, lookahead):
     np.testing.assert_array_equal(tokens[b], want)
 
 
+@pytest.mark.parametrize('max_steps', [0, 9])
+def test_long_paths_follow_the_reference(max_steps):
+  """Paths of up to 37 vertices (the successor search is loop-free pointer doubling): equal to
+  following argmax one vertex at a time, cut after max_steps vertices when given."""
+  rng = np.random.default_rng(5)
+  size, lengths = 37, np.array([37, 20, 2, 1, 0, 33])
+  near = -np.abs(np.arange(size)[None, :] - np.arange(size)[:, None] - 1.0)  # prefer short hops
+  log_trans = near[None] * rng.uniform(0.5, 3.0, (len(lengths), 1, 1)) + rng.normal(0, 1.5, (len(lengths), size, size))
+  bonus = rng.normal(0, 1.0, (len(lengths), size))
+  got = np.asarray(jax.jit(dag_decode._follow_argmax, static_argnums=3)(
+      jnp.asarray(log_trans, jnp.float32), jnp.asarray(bonus, jnp.float32), jnp.asarray(lengths), max_steps))
+  for b, g in enumerate(lengths):
+    path = _reference_follow(log_trans[b], bonus[b], g)[:max_steps or size]
+    assert got[b, :len(path)].tolist() == path and np.all(got[b, len(path):] == -1), b
+  assert max(len(_reference_follow(log_trans[b], bonus[b], g)) for b, g in enumerate(lengths)) > 16
+
+
 def test_remove_repeats():
   tokens = jnp.array([[4, 4, 5, 5, 5, 4], [7, 7, 7, 9, 9, 0], [3, 3, 0, 0, 0, 0]])
   out, n = jax.jit(dag_decode.remove_repeats)(tokens, jnp.array([6, 4, 0]))

@@ -13,6 +13,8 @@ token score and project the whole graph.
 """
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
@@ -38,29 +40,28 @@ def _follow_argmax(log_trans: jax.Array, bonus: jax.Array, graph_lengths: jax.Ar
                    max_steps: int = 0) -> jax.Array:
   """i32[B, K]: path from vertex 0 taking next = argmax_j (log E_ij + bonus_j) until vertex G - 1; -1 after.
 
-  A lax.while_loop that stops as soon as every row reached its last vertex (bonus f32[B, L]).
-  K = max_steps (0: L) bounds the path; a longer path is cut after K vertices.
+  No sequential loop: every vertex's successor is one argmax over [B, L, L]; the vertices
+  reachable from 0 are then marked by pointer doubling (after round t the set holds the first
+  2^(t+1) path vertices, and the successor table jumps 2^(t+1) steps), ceil(log2 L) rounds of
+  [B, L] gathers and scatters. Paths strictly increase, so sorting the marked vertices gives the
+  path. K = max_steps (0: L) bounds it; a longer path is cut after K vertices. bonus f32[B, L].
   """
   batch, size, _ = log_trans.shape
   steps = min(max_steps or size, size)
   mask = transition_mask(graph_lengths, size)  # [B, L, L]
   scores = jnp.where(mask, clean_log(log_trans, mask) + bonus[:, None, :], -jnp.inf)  # [B, L, L]
-  last = graph_lengths - 1  # [B]
-
-  def cond(state):
-    step, _, done, _ = state
-    return (step < steps) & ~jnp.all(done)
-
-  def body(state):
-    step, cur, done, path = state  # [], [B], bool[B], [B, L]
-    path = path.at[:, step].set(jnp.where(done, -1, cur))
-    done = done | (cur == last)
-    row = jnp.take_along_axis(scores, cur[:, None, None], axis=1)[:, 0]  # [B, L]
-    nxt = jnp.argmax(row, axis=-1).astype(jnp.int32)  # [B]
-    return step + 1, jnp.where(done, cur, nxt), done, path
-
-  init = (0, jnp.zeros((batch,), jnp.int32), graph_lengths < 1, jnp.full((batch, steps), -1, jnp.int32))
-  return jax.lax.while_loop(cond, body, init)[3]
+  vertex = jnp.arange(size)[None, :]  # [1, L]
+  nxt = jnp.argmax(scores, axis=-1).astype(jnp.int32)  # [B, L]
+  nxt = jnp.where(vertex < graph_lengths[:, None] - 1, nxt, vertex)  # the last vertex (and padding) stays put
+  rows = jnp.arange(batch)[:, None]
+  on = ((vertex == 0) & (graph_lengths[:, None] > 0)).astype(jnp.int32)  # [B, L]
+  for _ in range(max(1, math.ceil(math.log2(size))) + 1):
+    on = on.at[rows, nxt].max(on)  # on[nxt[i]] |= on[i]
+    nxt = jnp.take_along_axis(nxt, nxt, axis=1)  # successor of the successor
+  position = jnp.cumsum(on, axis=1) - 1  # [B, L]
+  dest = jnp.where((on > 0) & (position < steps), position, steps)  # steps = dropped
+  return jnp.full((batch, steps), -1, jnp.int32).at[rows, dest].set(
+      jnp.broadcast_to(vertex, (batch, size)).astype(jnp.int32), mode='drop')
 
 
 def _decode_path(path: jax.Array, log_probs: jax.Array, graph_lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
