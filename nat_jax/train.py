@@ -10,6 +10,7 @@ checkpoint before exiting.
 """
 from __future__ import annotations
 
+import filecmp
 import functools
 import json
 import os
@@ -188,7 +189,7 @@ def adopt_tokenizer(init_from: str, workdir: str):
   if not os.path.exists(dst):
     shutil.copyfile(src, dst + '.tmp')
     os.replace(dst + '.tmp', dst)
-  elif open(src, 'rb').read() != open(dst, 'rb').read():
+  elif not filecmp.cmp(src, dst, shallow=False):
     raise ConfigError(f'{dst} differs from the tokenizer of init_from={init_from!r}; use a fresh --workdir.')
 
 
