@@ -57,19 +57,24 @@ def grad_step(method, params, batch, rng, step):
   return grads, sums
 
 
+def loss_weight(sums: dict) -> jax.Array:
+  """The loss normaliser: the method's `weight` if it returns one, else the token count (>= 1)."""
+  return jnp.maximum(sums.get('weight', sums['tokens']), 1.0)
+
+
 def normalise(sums: dict) -> dict:
   """Per-unit metrics from summed loss statistics: loss / weight (the method's loss normaliser,
   default the token count), nll and correct (-> accuracy) / tokens; other counts stay sums."""
   tokens = jnp.maximum(sums['tokens'], 1.0)
   out = {k: v for k, v in sums.items() if k not in ('loss', 'weight', 'nll', 'correct')}
-  out.update(loss=sums['loss'] / jnp.maximum(sums.get('weight', sums['tokens']), 1.0), nll=sums['nll'] / tokens,
+  out.update(loss=sums['loss'] / loss_weight(sums), nll=sums['nll'] / tokens,
              accuracy=sums['correct'] / tokens)
   return out
 
 
 def apply_step(tx, state: TrainState, grads, sums):
   """Normalise the summed gradients like the loss (by `weight`, default tokens) and take one optimizer step."""
-  weight = jnp.maximum(sums.get('weight', sums['tokens']), 1.0)
+  weight = loss_weight(sums)
   grads = jax.tree_util.tree_map(lambda g: g / weight, grads)
   updates, opt_state = tx.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)

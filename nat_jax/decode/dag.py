@@ -134,8 +134,8 @@ def _finish(tokens: jax.Array, lengths: jax.Array, score: jax.Array, dedup: bool
   """Optional repeat removal, then everything after the first EOS zeroed."""
   if dedup:
     tokens, lengths = remove_repeats(tokens, lengths)
-  valid, _ = through_first_eos(tokens)
-  tokens = jnp.where(valid & (jnp.arange(tokens.shape[1])[None] < lengths[:, None]), tokens, 0)
+  valid, _ = through_first_eos(tokens)  # tokens are already 0 past `lengths`
+  tokens = jnp.where(valid, tokens, 0)
   return DecodeOutput(tokens, score, {'length': lengths})
 
 
@@ -166,12 +166,12 @@ def _full_graph(method, params, src):
 def dag_lookahead(method, params, src, remove_repeats: bool = False) -> DecodeOutput:
   """Next vertex = argmax_j log E_ij + max_y log P(y | j); the argmax token of each visited vertex."""
   log_trans, log_probs, lengths_g = _full_graph(method, params, src)
-  _, bonus = _vertex_scores(log_probs, lengths_g)
+  best_tokens, bonus = _vertex_scores(log_probs, lengths_g)  # [B, L] each
   path = _follow_argmax(log_trans, bonus, lengths_g, method.max_decode_len(src.shape[1]))  # [B, K]
-  tokens, lengths = _decode_path(path, log_probs, lengths_g)
   score = _path_score(log_trans, path) + jnp.sum(jnp.where(path >= 0, jnp.take_along_axis(
       bonus, jnp.maximum(path, 0), axis=1), 0.0), axis=1)
-  return _finish(tokens, lengths, score, remove_repeats)
+  return _finish(_path_tokens(path, best_tokens), jnp.sum(path >= 0, axis=1).astype(jnp.int32), score,
+                 remove_repeats)
 
 
 @register_decoder('dag_joint_viterbi', beta=1.0, remove_repeats=False)

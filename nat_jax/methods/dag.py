@@ -100,14 +100,18 @@ class DagMethod:
     return self.model.apply({'params': params}, *args, method=method, rngs=None if rng is None else {'dropout': rng},
                             **kwargs)
 
-  def _graph_pass(self, params, encoded, src, graph_lengths, targets, glance, rng, deterministic):
-    """(log_trans f32[B, L, L], log_emit f32[B, L, M] = log P(y_m | v), argmax token i32[B, L])."""
+  def _graph(self, params, encoded, src, graph_lengths, glance=None, rng=None, deterministic=True):
+    """(hidden [B, L, D], log_trans f32[B, L, L]); glance = (tokens i32[B, L], mask bool[B, L]) or None."""
     tokens, mask = glance if glance is not None else self._no_glance(src)
-    size = mask.shape[1]
     hidden = self._apply(params, encoded, src > 0, graph_lengths, tokens, mask, method=DagTransformer.graph_hidden,
                          rng=rng, deterministic=deterministic)  # [B, L, D]
-    log_trans = self._apply(params, hidden, graph_lengths, method=DagTransformer.links)  # [B, L, L]
+    return hidden, self._apply(params, hidden, graph_lengths, method=DagTransformer.links)
+
+  def _graph_pass(self, params, encoded, src, graph_lengths, targets, glance, rng, deterministic):
+    """(log_trans f32[B, L, L], log_emit f32[B, L, M] = log P(y_m | v), argmax token i32[B, L])."""
+    hidden, log_trans = self._graph(params, encoded, src, graph_lengths, glance, rng, deterministic)
     log_probs = self._apply(params, hidden, method=DagTransformer.log_probs)  # [B, L, V]
+    size = hidden.shape[1]
     index = jnp.broadcast_to(targets[:, None, :], (targets.shape[0], size, targets.shape[1]))  # [B, L, M]
     log_emit = jnp.take_along_axis(log_probs, index, axis=2)  # [B, L, M]
     return log_trans, log_emit, jnp.argmax(log_probs, axis=-1).astype(jnp.int32)
@@ -159,9 +163,7 @@ class DagMethod:
     """{'hidden' [B, L, D], 'log_trans' f32[B, L, L], 'graph_lengths' i32[B]} for src i32[B, S]."""
     graph_lengths = self.graph_lengths(src)
     encoded = self._apply(params, src, method=DagTransformer.encode)
-    hidden = self._apply(params, encoded, src > 0, graph_lengths, *self._no_glance(src),
-                         method=DagTransformer.graph_hidden)
-    log_trans = self._apply(params, hidden, graph_lengths, method=DagTransformer.links)
+    hidden, log_trans = self._graph(params, encoded, src, graph_lengths)
     return {'hidden': hidden, 'log_trans': log_trans, 'graph_lengths': graph_lengths}
 
   def vertex_log_probs(self, params, hidden):

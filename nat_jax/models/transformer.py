@@ -134,7 +134,7 @@ class Transformer(nn.Module):
     x = self.embed_tokens(tokens, positions, deterministic=deterministic)
     hidden, new_cache = self.decode_hidden(x, positions, self_mask, encoded, src_valid, deterministic=deterministic,
                                            cross_kv=cross_kv, cache=cache, cache_start=cache_start)
-    return self.embed.attend(hidden), new_cache
+    return self.logits(hidden), new_cache
 
   def decode_hidden(self, x, positions, self_mask, encoded, src_valid, *, deterministic: bool = True,
                     cross_kv: Optional[list] = None, cache: Optional[dict] = None, cache_start=None):
