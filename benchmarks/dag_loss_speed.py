@@ -16,9 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.common import machine, median_seconds
 from nat_jax.losses import dag, fuzzy
 from nat_jax.models.layers import NEG_INF
+from nat_jax.timing import machine, median_timed
 
 
 def make_inputs(batch: int, size: int, tlen: int, vocab: int, seed: int = 0):
@@ -110,7 +110,8 @@ def timed(fn, args, repeats):
   compiled = jax.jit(fn).lower(*args).compile()
   analysis = compiled.memory_analysis()
   temp = getattr(analysis, 'temp_size_in_bytes', None) if analysis is not None else None
-  return median_seconds(lambda: compiled(*args), repeats), temp, compiled(*args)
+  out, seconds = median_timed(lambda: compiled(*args), repeats)
+  return seconds, temp, out
 
 
 def value_and_grads(loss_fn):

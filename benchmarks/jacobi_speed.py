@@ -1,6 +1,6 @@
 """Jacobi decoding vs greedy: iterations and wall-clock per sentence at batch 1 and batch 64.
 
-  python benchmarks/jacobi_speed.py --workdir=runs/at_bible_tiny [--max_sentences=100] [--repeats=5]
+  python -m benchmarks.jacobi_speed --workdir=runs/at_bible_tiny [--max_sentences=100] [--repeats=5]
 
 For greedy, PJ, PGJ (b = 2, 3, 5) and HGJ (b = 3): mean iterations per sentence (greedy: steps),
 ms per sentence at batch 1 (each sentence timed alone: median of --repeats after a warm-up call
@@ -11,18 +11,17 @@ separately; and whether the output equals greedy's token for token. Prints a mar
 """
 from __future__ import annotations
 
-import os
 import sys
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import app, flags
+import jax
+import numpy as np
 
-from absl import app, flags  # noqa: E402
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-
-from nat_jax import inference  # noqa: E402
-from nat_jax.data import inference_batches, load_split  # noqa: E402
+from nat_jax import cli, decode
+from nat_jax.data import inference_batches, load_split
+from nat_jax.runs import load_run
+from nat_jax.timing import machine, median_timed
+from nat_jax.translation import encode_sources, source_lengths
 
 flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
 flags.DEFINE_enum('split', 'test', ['train', 'validation', 'test'], 'Split whose sources are decoded.')
@@ -35,23 +34,12 @@ CONFIGS = [('greedy', {}), ('jacobi_pj', {}), ('jacobi_pgj', {'block_size': '2'}
            ('jacobi_pgj', {'block_size': '5'}), ('jacobi_hgj', {'block_size': '3'})]
 
 
-def timed(decode_fn, params, src, repeats: int):
-  """(output, median seconds) of decode_fn(params, src) after one untimed warm-up call."""
-  out = jax.block_until_ready(decode_fn(params, src))
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    jax.block_until_ready(decode_fn(params, src))
-    times.append(time.perf_counter() - t0)
-  return out, float(np.median(times))
-
-
 def measure(run, decode_fn, seqs, rows: int, repeats: int) -> dict:
   """Tokens per sentence, per-sentence iterations, total seconds and decoder passes per batch at batch `rows`."""
-  lengths = inference.source_lengths(run.config.max_len, run.config.num_buckets)
+  lengths = source_lengths(run.config.max_len, run.config.num_buckets)
   tokens, iterations, seconds, passes = [None] * len(seqs), np.zeros(len(seqs)), 0.0, []
   for idx, src in inference_batches(seqs, rows, lengths):
-    out, s = timed(decode_fn, run.params, src, repeats)
+    out, s = median_timed(lambda: decode_fn(run.params, src), repeats)
     aux = jax.device_get(out.aux)
     rows_iters = aux.get('iterations', aux['steps'])
     passes.append(int(aux['passes'][0]) if 'passes' in aux else int(np.max(aux['steps'][idx >= 0])))
@@ -77,13 +65,13 @@ def table(rows: list[dict], batch: int) -> str:
 
 def main(argv):
   del argv
-  inference.quiet_logs()
-  run = inference.load_run(FLAGS.workdir)
+  cli.quiet_logs()
+  run = load_run(FLAGS.workdir)
   examples = load_split(run.config.data, FLAGS.split)[:FLAGS.max_sentences or None]
-  seqs = inference.encode_sources([e.source for e in examples], run.tokenizer, run.config.max_len)
+  seqs = encode_sources([e.source for e in examples], run.tokenizer, run.config.max_len)
   rows = []
   for name, overrides in CONFIGS:
-    decode_fn, options = inference.make_decoder(run.method, name, overrides)
+    decode_fn, options = decode.build_decoder(run.method, name, overrides)
     label = f'{name} {options}'
     print(f'timing {label} on {len(seqs)} sentences ...', file=sys.stderr, flush=True)
     b1 = measure(run, decode_fn, seqs, 1, FLAGS.repeats)
@@ -92,8 +80,8 @@ def main(argv):
     same = all(np.array_equal(a, g) for mode, ours in (('b1', b1), ('bn', bn))
                for a, g in zip(ours['tokens'], greedy[mode]['tokens']))
     rows.append({'label': label, 'b1': b1, 'bn': bn, 'same': same})
-  print(f'{FLAGS.workdir}, {FLAGS.split} split, {len(seqs)} sentences, device {jax.devices()[0].device_kind}, '
-        f'median of {FLAGS.repeats} repeats\n')
+  print(f'{FLAGS.workdir}, {FLAGS.split} split, {len(seqs)} sentences, median of {FLAGS.repeats} repeats; '
+        f'{machine()}\n')
   print(table(rows, FLAGS.batch_size))
 
 

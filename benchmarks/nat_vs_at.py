@@ -16,10 +16,11 @@ import sys
 
 from absl import app, flags
 
-from benchmarks.common import machine
-from nat_jax import inference
+from nat_jax import cli
 from nat_jax.data import load_split
 from nat_jax.evaluate import FLAGS, evaluate_decoder  # also defines --batch_size, --latency_sentences, --split, ...
+from nat_jax.runs import load_run
+from nat_jax.timing import machine
 
 flags.DEFINE_list('runs', None, 'workdir:decoder+decoder,... ; the first run is the AT baseline.')
 
@@ -39,16 +40,16 @@ def main(argv):
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   if not FLAGS.runs:
     raise app.UsageError('--runs is required.')
-  inference.quiet_logs()
+  cli.quiet_logs()
   rows = []
   for workdir, decoders in parse_runs(FLAGS.runs):
-    run = inference.load_run(workdir, FLAGS.checkpoint, FLAGS.average)
+    run = load_run(workdir, FLAGS.checkpoint, FLAGS.average)
     examples = load_split(run.config.data, FLAGS.split)[:FLAGS.max_sentences or None]
     for name in decoders:
       print(f'{workdir}: {name} ...', file=sys.stderr, flush=True)
-      r = evaluate_decoder(run, name, {}, examples)
-      r.update(workdir=workdir, method=run.config.model.method, step=run.meta[0]['step'],
-               upsample_scale=run.config.model.get('upsample_scale') if run.config.model.method == 'dat' else None)
+      r = evaluate_decoder(run, name, {}, examples, batch_size=FLAGS.batch_size,
+                           latency_sentences=FLAGS.latency_sentences)
+      r.update(workdir=workdir, method=run.method.label(), step=run.meta[0]['step'])
       print(json.dumps(r), file=sys.stderr, flush=True)
       rows.append(r)
   base = {r['decoder']: r for r in rows if r['workdir'] == rows[0]['workdir']}
@@ -64,10 +65,9 @@ def main(argv):
     return f'{(ref[key] / r[key]) if inverse else (r[key] / ref[key]):.2f}'
 
   for r in rows:
-    method = r['method'] + (f' (lambda={r["upsample_scale"]:g})' if r['upsample_scale'] else '')
     lat = [ratio(r, base.get(d), 'latency_ms_batch1_median', True) for d in ('greedy', 'beam')]
     thr = [ratio(r, base.get(d), 'sentences_per_s_batch', False) for d in ('greedy', 'beam')]
-    lines.append(f'| {r["workdir"]} (step {r["step"]}) | {method} | {r["decoder"]} | {r["first_ref"]["bleu"]} | '
+    lines.append(f'| {r["workdir"]} (step {r["step"]}) | {r["method"]} | {r["decoder"]} | {r["first_ref"]["bleu"]} | '
                  f'{r.get("all_refs", {}).get("bleu", "-")} | {r.get("latency_ms_batch1_median", "-")} | '
                  f'{r["sentences_per_s_batch"]} | {lat[0]} / {lat[1]} | {thr[0]} / {thr[1]} |')
   table = '\n'.join(lines) + '\n'

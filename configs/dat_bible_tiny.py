@@ -10,12 +10,14 @@ the DAG forward algorithm), so it runs 600 updates (~37 minutes) where the AT re
 Smoke run: add --config.total_steps=30.
 """
 from configs import at_bible_tiny
+from nat_jax.methods import dag
 
 
 def get_config():
   c = at_bible_tiny.get_config()
-  c.model.update(method='dat', upsample_scale=4.0)
-  c.dag.update(loss='nll', glance_start=0.5, glance_end=0.1)
+  c.model.method = 'dat'
+  c.dat = dag.default_config()
+  c.dat.update(upsample_scale=4.0, loss='nll', glance_start=0.5, glance_end=0.1)
   c.label_smoothing = 0.0
   c.warmup_steps = 100
   c.total_steps = 600

@@ -14,7 +14,7 @@ from configs import dat_bible_tiny
 def get_config():
   c = dat_bible_tiny.get_config()
   c.init_from = 'runs/dat_bible_tiny'
-  c.dag.update(loss='fuzzy', ngram=2, glance_start=0.1, glance_end=0.1)
+  c.dat.update(loss='fuzzy', ngram=2, glance_start=0.1, glance_end=0.1)
   c.learning_rate = 3e-4
   c.warmup_steps = 20
   c.total_steps = 150

@@ -12,7 +12,7 @@ from configs import dat_wmt14_ende
 def get_config():
   c = dat_wmt14_ende.get_config()
   c.init_from = 'runs/dat_wmt14_ende'
-  c.dag.update(loss='fuzzy', ngram=2, glance_start=0.1, glance_end=0.1)
+  c.dat.update(loss='fuzzy', ngram=2, glance_start=0.1, glance_end=0.1)
   c.grad_accum_steps = 16    # 16 x 16k = ~256k tokens per update
   c.learning_rate = 2e-4
   c.warmup_steps = 500

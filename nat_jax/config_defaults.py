@@ -1,4 +1,9 @@
-"""Defaults shared by every recipe in configs/; a recipe overrides what differs."""
+"""Defaults shared by every recipe in configs/; a recipe overrides what differs.
+
+Only what every method shares lives here. A method with options of its own (e.g. 'dat') has a
+section named after it whose defaults come from its module (`nat_jax.methods.dag.default_config`);
+the recipe copies that section in (`c.dat = dag.default_config()`), see configs/dat_bible_tiny.py.
+"""
 from __future__ import annotations
 
 import ml_collections
@@ -9,19 +14,10 @@ def base_config() -> ml_collections.ConfigDict:
   c.seed = 0
   c.total_steps = 10_000
 
-  c.model = ml_collections.ConfigDict(dict(
-      method='at', d_model=512, num_heads=8, d_ff=2048, enc_layers=6, dec_layers=6, dropout=0.1,
-      attention_dropout=0.0, pre_norm=True, relative_window=0, dtype='float32',
-      # DA-Transformer ('dat') only:
-      upsample_scale=8.0,         # graph size = ceil(upsample_scale x source length)
-      link_heads=0,               # heads of the transition head (0 = num_heads)
-      max_transition_length=0,    # >0: edges i -> j only for j - i <= this
-  ))
-  c.dag = ml_collections.ConfigDict(dict(  # DA-Transformer training
-      loss='nll',                 # 'nll' (pre-training) or 'fuzzy' (FA-DAT fine-tuning)
-      ngram=2,                    # FA-DAT n-gram order
-      glance_start=0.5, glance_end=0.1,  # glancing ratio tau, linear over glance_steps (0 = total_steps)
-      glance_steps=0))
+  c.model = ml_collections.ConfigDict(dict(  # the encoder-decoder every method builds on
+      method='at',                # a name in nat_jax.methods.METHODS; its own options: the section c.<method>
+      d_model=512, num_heads=8, d_ff=2048, enc_layers=6, dec_layers=6, dropout=0.1,
+      attention_dropout=0.0, pre_norm=True, relative_window=0, dtype='float32'))
   c.init_from = ''           # workdir of a trained run: start from its latest params (same tokenizer), fresh optimizer
 
   c.data = ml_collections.ConfigDict(dict(
@@ -41,7 +37,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.adam_b2 = 0.98
   c.weight_decay = 0.0
   c.clip_norm = 1.0
-  c.label_smoothing = 0.1
+  c.label_smoothing = 0.1     # of the token-level cross-entropy (the DAG losses of 'dat' have none)
 
   c.mesh = ml_collections.ConfigDict(dict(model_parallel=1))
   c.log_every = 50

@@ -18,9 +18,10 @@ from typing import NamedTuple
 from absl import app, flags
 import numpy as np
 
-from nat_jax import inference
+from nat_jax import cli
 from nat_jax.data import Tokenizer
-from nat_jax.decode import jacobi
+from nat_jax.decode import LeftToRightScorer, jacobi
+from nat_jax.translation import encode_sources
 
 
 def define_flags():
@@ -60,8 +61,11 @@ def build_grid(states, output, piece) -> Grid:
 
 def trace_sentence(run, text: str, algorithm: str, block_size: int, max_len: int) -> Grid:
   """Decode one sentence with the traced Jacobi iteration and build its grid."""
-  src = np.asarray(inference.encode_sources([text], run.tokenizer, run.config.max_len), np.int32)  # [1, S]
-  states, output = jacobi.trace_jacobi(run.method, run.params, src, max_len=max_len,
+  src = np.asarray(encode_sources([text], run.tokenizer, run.config.max_len), np.int32)  # [1, S]
+  build = run.method.views().get(LeftToRightScorer)
+  if build is None:
+    raise ValueError(f'DDGviz traces Jacobi decoding, which needs a left-to-right model; {run.method.name!r} is not.')
+  states, output = jacobi.trace_jacobi(build, run.params, src, max_len=max_len,
                                        **jacobi.algorithm_options(algorithm, block_size))
   return build_grid(states, output, lambda t: SPECIAL_PIECES.get(t) or run.tokenizer.decode([t]) or '_')
 
@@ -117,7 +121,7 @@ def output_paths(out: str) -> tuple[str, str]:
 def main(argv):
   if FLAGS.text is None:
     raise app.UsageError('--text="<source sentence>" is required.')
-  run, _ = inference.cli_prologue(argv, FLAGS.workdir, 'latest', 1, lambda run: None)
+  run, _ = cli.cli_prologue(argv, FLAGS.workdir, 'latest', 1, lambda run: None)
   grid = trace_sentence(run, FLAGS.text, FLAGS.algorithm, FLAGS.block_size, FLAGS.max_len)
   title = (f'{FLAGS.algorithm.upper()}: {grid.states.shape[0]} iterations for {grid.states.shape[1]} tokens '
            f'| {FLAGS.text[:80]}')

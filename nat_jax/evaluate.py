@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 from absl import flags
 import jax
 import numpy as np
 
-from nat_jax import decode, inference
+from nat_jax import cli, decode
 from nat_jax.data import load_split
+from nat_jax.scoring import score_translations
+from nat_jax.timing import machine, timed
+from nat_jax.translation import source_lengths, translate_texts
 
 flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
 flags.DEFINE_list('decoders', ['greedy', 'beam'], 'Comma-separated decoder names.')
@@ -36,37 +38,28 @@ DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv
 
 def warm_up(run, decode_fn, rows: int):
   """Compile every (rows, length) shape the decoder will see, so timings exclude compilation."""
-  for length in inference.source_lengths(run.config.max_len, run.config.num_buckets):
+  for length in source_lengths(run.config.max_len, run.config.num_buckets):
     src = np.zeros((rows, length), np.int32)
     src[:, 0] = run.tokenizer.eos_id
     jax.block_until_ready(decode_fn(run.params, src).tokens)
 
 
-def timed_translate(run, decode_fn, texts, rows: int):
-  t0 = time.perf_counter()
-  hyps, aux = inference.translate_texts(run, texts, decode_fn, rows)
-  return hyps, aux, time.perf_counter() - t0
-
-
-def evaluate_decoder(run, name: str, overrides: dict, examples) -> dict:
-  decode_fn, options = inference.make_decoder(run.method, name, overrides)
+def evaluate_decoder(run, name: str, overrides: dict[str, str], examples, *, batch_size: int = 64,
+                     latency_sentences: int = 100) -> dict:
+  """BLEU/chrF of decoder `name` on `examples`, its throughput at `batch_size` over all of them and
+  its batch-1 latency (median over the first `latency_sentences`, 0 = not measured), every shape
+  compiled first; plus the mean of each per-sentence statistic the decoder reports."""
+  decode_fn, options = decode.build_decoder(run.method, name, overrides)
   sources = [e.source for e in examples]
-  refs = inference.reference_streams(examples)
-  warm_up(run, decode_fn, FLAGS.batch_size)
-  hyps, aux, seconds = timed_translate(run, decode_fn, sources, FLAGS.batch_size)
-  result = {'decoder': name, 'options': options, 'sentences': len(sources),
-            'first_ref': inference.bleu_scores(hyps, refs[:1]),
-            'sentences_per_s_batch': round(len(sources) / seconds, 2), 'batch_size': FLAGS.batch_size}
-  if len(refs) > 1:
-    result['all_refs'] = inference.bleu_scores(hyps, refs)
+  warm_up(run, decode_fn, batch_size)
+  (hyps, aux), seconds = timed(lambda: translate_texts(run, sources, decode_fn, batch_size))
+  result = {'decoder': name, 'options': options, 'sentences': len(sources), **score_translations(hyps, examples),
+            'sentences_per_s_batch': round(len(sources) / seconds, 2), 'batch_size': batch_size}
   for key, values in aux.items():
     result[f'mean_{key}'] = round(float(np.mean(values)), 3)
-  if FLAGS.latency_sentences:
+  if latency_sentences:
     warm_up(run, decode_fn, 1)
-    times = []
-    for text in sources[:FLAGS.latency_sentences]:
-      _, _, s = timed_translate(run, decode_fn, [text], 1)
-      times.append(s)
+    times = [timed(lambda: translate_texts(run, [text], decode_fn, 1))[1] for text in sources[:latency_sentences]]
     result['latency_ms_batch1_median'] = round(1000 * float(np.median(times)), 2)
     result['latency_ms_batch1_mean'] = round(1000 * float(np.mean(times)), 2)
     result['latency_sentences'] = len(times)
@@ -109,37 +102,37 @@ def markdown(results: list[dict], header: str) -> str:
   return '\n'.join(lines) + '\n'
 
 
-def decoder_overrides(name: str) -> dict[str, str]:
-  """The --decoder.<opt> overrides that decoder `name` understands; an option no listed decoder has is an error."""
-  known = {k for d in FLAGS.decoders if d in decode.DECODERS for k in decode.DECODERS[d].defaults}
-  unknown = sorted(set(DECODER_OVERRIDES) - known)
+def decoder_overrides(decoders: list[str], overrides: dict[str, str]) -> dict[str, dict[str, str]]:
+  """Per decoder, the --decoder.<opt> overrides it understands; an option none of them has is an error."""
+  options = {name: decode.DECODERS[name].defaults if name in decode.DECODERS else {} for name in decoders}
+  unknown = sorted(set(overrides) - {k for opts in options.values() for k in opts})
   if unknown:
-    raise ValueError(f'--decoder.{unknown[0]}: none of the decoders {FLAGS.decoders} has this option.')
-  defaults = decode.DECODERS[name].defaults if name in decode.DECODERS else {}
-  return {k: v for k, v in DECODER_OVERRIDES.items() if k in defaults}
+    raise ValueError(f'--decoder.{unknown[0]}: none of the decoders {decoders} has this option.')
+  return {name: {k: v for k, v in overrides.items() if k in opts} for name, opts in options.items()}
 
 
 def main(argv):
   def prepare(run):  # fail before any work on a bad decoder name/option
-    overrides = {name: decoder_overrides(name) for name in FLAGS.decoders}
+    per_decoder = decoder_overrides(FLAGS.decoders, DECODER_OVERRIDES)
     for name in FLAGS.decoders:
-      inference.make_decoder(run.method, name, overrides[name])
-    return overrides
-  run, overrides = inference.cli_prologue(argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average, prepare)
+      decode.build_decoder(run.method, name, per_decoder[name])
+    return per_decoder
+  run, overrides = cli.cli_prologue(argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average, prepare)
   examples = load_split(run.config.data, FLAGS.split)[:FLAGS.max_sentences or None]
   results = []
   for name in FLAGS.decoders:
     print(f'evaluating {name} on {len(examples)} {FLAGS.split} sentences ...', file=sys.stderr, flush=True)
-    results.append(evaluate_decoder(run, name, overrides[name], examples))
+    results.append(evaluate_decoder(run, name, overrides[name], examples, batch_size=FLAGS.batch_size,
+                                    latency_sentences=FLAGS.latency_sentences))
     print(json.dumps(results[-1]), file=sys.stderr, flush=True)
   add_speedups(results)
   out = FLAGS.out or os.path.join(FLAGS.workdir, 'eval')
   os.makedirs(out, exist_ok=True)
   header = (f'Evaluation of {FLAGS.workdir} (step {run.meta[0]["step"]}) on {FLAGS.split} '
-            f'({len(examples)} sentences), device {jax.devices()[0].device_kind}')
+            f'({len(examples)} sentences); {machine()}')
   with open(os.path.join(out, 'eval.json'), 'w') as f:
     json.dump({'workdir': FLAGS.workdir, 'split': FLAGS.split, 'step': run.meta[0]['step'],
-               'device': jax.devices()[0].device_kind, 'results': results}, f, indent=2)
+               'device': jax.devices()[0].device_kind, 'machine': machine(), 'results': results}, f, indent=2)
   table = markdown(results, header)
   with open(os.path.join(out, 'eval.md'), 'w') as f:
     f.write(table)
@@ -147,4 +140,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  inference.run_with_decoder_flags(main, DECODER_OVERRIDES)
+  cli.run_with_decoder_flags(main, DECODER_OVERRIDES)

@@ -10,6 +10,7 @@ checkpoint before exiting.
 """
 from __future__ import annotations
 
+import dataclasses
 import filecmp
 import functools
 import json
@@ -18,7 +19,7 @@ import shutil
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from absl import app, flags
 import jax
@@ -29,9 +30,13 @@ import numpy as np
 import optax
 from tqdm import tqdm
 
-from nat_jax import checkpoint, inference, sharding
+from nat_jax import checkpoint, cli, sharding
 from nat_jax.data import TrainBatches, bucket_shapes, encode_pairs, load_or_train_tokenizer, load_split
+from nat_jax.decode import build_decoder
 from nat_jax.methods import get_method
+from nat_jax.runs import CONFIG_FILE, TOKENIZER_FILE, Run, load_run
+from nat_jax.scoring import score_translations
+from nat_jax.translation import translate_texts
 from nat_jax.train_state import TrainState, create_train_state, lr_schedule, make_optimizer, state_shardings
 
 FLAGS = flags.FLAGS
@@ -57,28 +62,28 @@ def grad_step(method, params, batch, rng, step):
   return grads, sums
 
 
-def loss_weight(sums: dict) -> jax.Array:
-  """The loss normaliser: the method's `weight` if it returns one, else the token count (>= 1)."""
-  return jnp.maximum(sums.get('weight', sums['tokens']), 1.0)
+def loss_denominator(sums: dict, normalizer: str) -> jax.Array:
+  """What the summed loss is divided by: the method's normaliser count ('tokens' or 'sentences'), >= 1."""
+  return jnp.maximum(sums[normalizer], 1.0)
 
 
-def normalise(sums: dict) -> dict:
-  """Per-unit metrics from summed loss statistics: loss / weight (the method's loss normaliser,
-  default the token count), nll and correct (-> accuracy) / tokens; other counts stay sums."""
+def normalise(sums: dict, normalizer: str) -> dict:
+  """Per-unit metrics from summed loss statistics: loss / the normaliser's count, nll and correct
+  (-> accuracy) / tokens; other counts (tokens, sentences, impossible, ...) stay sums."""
   tokens = jnp.maximum(sums['tokens'], 1.0)
-  out = {k: v for k, v in sums.items() if k not in ('loss', 'weight', 'nll', 'correct')}
-  out.update(loss=sums['loss'] / loss_weight(sums), nll=sums['nll'] / tokens,
+  out = {k: v for k, v in sums.items() if k not in ('loss', 'nll', 'correct')}
+  out.update(loss=sums['loss'] / loss_denominator(sums, normalizer), nll=sums['nll'] / tokens,
              accuracy=sums['correct'] / tokens)
   return out
 
 
-def apply_step(tx, state: TrainState, grads, sums):
-  """Normalise the summed gradients like the loss (by `weight`, default tokens) and take one optimizer step."""
-  weight = loss_weight(sums)
-  grads = jax.tree_util.tree_map(lambda g: g / weight, grads)
+def apply_step(tx, normalizer: str, state: TrainState, grads, sums):
+  """Normalise the summed gradients like the loss and take one optimizer step."""
+  denominator = loss_denominator(sums, normalizer)
+  grads = jax.tree_util.tree_map(lambda g: g / denominator, grads)
   updates, opt_state = tx.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
-  metrics = normalise(sums)
+  metrics = normalise(sums, normalizer)
   metrics.update(grad_norm=optax.tree.norm(grads))
   return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
@@ -92,7 +97,7 @@ def compile_steps(method, tx, mesh, state_sh):
   batch_sh, repl = sharding.batch_sharding(mesh), sharding.replicated(mesh)
   grad_fn = jax.jit(functools.partial(grad_step, method), in_shardings=(state_sh.params, batch_sh, repl, repl),
                     out_shardings=(state_sh.params, repl))
-  apply_fn = jax.jit(functools.partial(apply_step, tx), in_shardings=(state_sh, state_sh.params, repl),
+  apply_fn = jax.jit(functools.partial(apply_step, tx, method.normalizer), in_shardings=(state_sh, state_sh.params, repl),
                      out_shardings=(state_sh, repl), donate_argnums=(0,))
   eval_fn = jax.jit(functools.partial(eval_step, method), in_shardings=(state_sh.params, batch_sh),
                     out_shardings=repl)
@@ -121,7 +126,7 @@ def setup_compilation_cache(path: str):
 
 
 def write_config(workdir: str, config):
-  path = os.path.join(workdir, inference.CONFIG_FILE)
+  path = os.path.join(workdir, CONFIG_FILE)
   new = json.loads(config.to_json_best_effort())
   if os.path.exists(path):
     with open(path) as f:
@@ -164,7 +169,7 @@ def initialize_distributed():
 def load_data(config, workdir: str):
   """Examples of all splits + the tokenizer (trained on the train split by process 0 on first use)."""
   splits = {s: load_split(config.data, s) for s in ('train', 'validation', 'test')}
-  spm_path = os.path.join(workdir, inference.TOKENIZER_FILE)
+  spm_path = os.path.join(workdir, TOKENIZER_FILE)
   if jax.process_index() == 0:
     texts = (t for e in splits['train'] for t in (e.source, e.references[0]))
     tokenizer = load_or_train_tokenizer(spm_path, texts, config.vocab_size)
@@ -176,21 +181,18 @@ def load_data(config, workdir: str):
   return splits, tokenizer
 
 
-def evaluate_bleu(run, decode_fn, examples, rows: int) -> dict[str, Any]:
-  hyps, _ = inference.translate_texts(run, [e.source for e in examples], decode_fn, rows)
-  refs = inference.reference_streams(examples)
-  result = {'first_ref': inference.bleu_scores(hyps, refs[:1])}
-  if len(refs) > 1:
-    result['all_refs'] = inference.bleu_scores(hyps, refs)
-  return result, hyps
+def evaluate_bleu(run, decode_fn, examples, rows: int) -> tuple[dict[str, Any], list[str]]:
+  """(BLEU/chrF against the first and all references, translations) of `examples`' sources."""
+  hyps, _ = translate_texts(run, [e.source for e in examples], decode_fn, rows)
+  return score_translations(hyps, examples), hyps
 
 
 def adopt_tokenizer(init_from: str, workdir: str):
   """Copy the tokenizer of the run we start from (its embeddings index that vocabulary)."""
-  src = os.path.join(init_from, inference.TOKENIZER_FILE)
-  dst = os.path.join(workdir, inference.TOKENIZER_FILE)
+  src = os.path.join(init_from, TOKENIZER_FILE)
+  dst = os.path.join(workdir, TOKENIZER_FILE)
   if not os.path.exists(src):
-    raise ConfigError(f'init_from={init_from!r} holds no {inference.TOKENIZER_FILE}: is it the workdir of a trained run?')
+    raise ConfigError(f'init_from={init_from!r} holds no {TOKENIZER_FILE}: is it the workdir of a trained run?')
   if not os.path.exists(dst):
     shutil.copyfile(src, dst + '.tmp')
     os.replace(dst + '.tmp', dst)
@@ -200,7 +202,7 @@ def adopt_tokenizer(init_from: str, workdir: str):
 
 def initial_params(init_from: str, like, shardings):
   """The latest params of the run in `init_from`, checked against this model's parameter shapes."""
-  params = inference.load_run(init_from).params
+  params = load_run(init_from).params
   signature = lambda tree: {jax.tree_util.keystr(k): (x.shape, x.dtype) for k, x in
                             jax.tree_util.tree_leaves_with_path(tree)}
   have, want = signature(params), signature(like)
@@ -211,8 +213,128 @@ def initial_params(init_from: str, like, shardings):
   return jax.device_put(params, shardings)
 
 
-# --- main loop -----------------------------------------------------------------------------------
+# --- the training loop ---------------------------------------------------------------------------
+class SignalFlag:
+  """Records a signal (SIGTERM) instead of dying; the loop checks it after each step. A context
+  manager: the previous handler is back on exit."""
+
+  def __init__(self, signum: int = signal.SIGTERM):
+    self.signum, self.received = signum, None
+
+  def __enter__(self):
+    self.previous = signal.signal(self.signum, self._record)
+    return self
+
+  def _record(self, signum, frame):
+    self.received = signum
+
+  def __exit__(self, *exc):
+    signal.signal(self.signum, self.previous)
+
+
+@dataclasses.dataclass
+class TrainLoop:
+  """Everything the loop needs besides the train state, which its methods take and return."""
+  config: ml_collections.ConfigDict
+  method: Any
+  tokenizer: Any
+  mesh: Any
+  grad_fn: Callable
+  apply_fn: Callable
+  eval_fn: Callable
+  decode_fn: Callable  # config.eval_decoder, for validation BLEU
+  batches: TrainBatches
+  val_batches: TrainBatches
+  val_examples: list
+  ckpt: checkpoint.Checkpointer
+  metrics_log: MetricsLog
+  lead: bool
+
+  def save(self, step: int, state: TrainState, bleu=None):
+    c = self.config
+    self.ckpt.save(step, state, {'step': step, 'seed': c.seed, 'data_position': step * c.grad_accum_steps,
+                                 'rng': f'fold_in(PRNGKey({c.seed}), step)', 'bleu': bleu}, bleu=bleu)
+
+  def validate(self, step: int, params) -> dict[str, float]:
+    """Validation loss statistics and BLEU (first reference) of `params`, logged."""
+    sums = None
+    for i in range(self.val_batches.batches_per_epoch):
+      s = jax.device_get(self.eval_fn(params, sharding.global_batch(self.val_batches(i), self.mesh)))
+      sums = s if sums is None else {k: sums[k] + s[k] for k in s}
+    run = Run(self.config, self.tokenizer, self.method, params, [])
+    bleu, _ = evaluate_bleu(run, self.decode_fn, self.val_examples, self.config.decode_batch_size)
+    values = {k: float(v) for k, v in normalise(sums, self.method.normalizer).items()}
+    values['bleu'] = bleu['first_ref']['bleu']
+    self.metrics_log.write(step, 'validation', values)
+    return values
+
+  def update(self, state: TrainState, step: int) -> tuple[TrainState, dict]:
+    """One optimizer update from `grad_accum_steps` micro-batches (data and rng: functions of step)."""
+    c = self.config
+    rng = jax.random.fold_in(jax.random.PRNGKey(c.seed), step)
+    grads, sums = None, None
+    for micro in range(c.grad_accum_steps):
+      batch = sharding.global_batch(self.batches(step * c.grad_accum_steps + micro), self.mesh)
+      g, s = self.grad_fn(state.params, batch, jax.random.fold_in(rng, micro), jnp.int32(step))
+      grads = g if grads is None else jax.tree_util.tree_map(jnp.add, grads, g)
+      sums = s if sums is None else jax.tree_util.tree_map(jnp.add, sums, s)
+    return self.apply_fn(state, grads, sums)
+
+  def run(self, state: TrainState, start: int, stop: SignalFlag) -> tuple[TrainState, int]:
+    """Updates from `start` to total_steps (or until `stop`), with logging, validation and checkpoints."""
+    c = self.config
+    schedule = lr_schedule(c)
+    window, t_window = [], time.time()
+    step = start
+    with tqdm(total=c.total_steps, initial=start, disable=not self.lead, dynamic_ncols=True, mininterval=2.0,
+              desc='train', file=sys.stdout) as bar:
+      while step < c.total_steps:
+        state, metrics = self.update(state, step)
+        step += 1
+        window.append(metrics)
+        bar.update(1)
+        if step % c.log_every == 0 or step == c.total_steps:
+          window = jax.device_get(window)
+          elapsed = time.time() - t_window
+          avg = {k: float(np.mean([m[k] for m in window])) for k in window[0] if k != 'tokens'}
+          avg.update(tokens_per_s=sum(float(m['tokens']) for m in window) / max(elapsed, 1e-9),
+                     lr=float(schedule(jnp.int32(step - 1))))
+          bar.set_postfix(loss=f'{avg["loss"]:.3f}', tok_s=f'{avg["tokens_per_s"]:.0f}', lr=f'{avg["lr"]:.2e}')
+          self.metrics_log.write(step, 'train', avg)
+          window, t_window = [], time.time()
+        if step % c.eval_every == 0 or step == c.total_steps:
+          values = self.validate(step, state.params)
+          if self.lead:
+            tqdm.write(f'step {step}: validation loss {values["loss"]:.3f}, BLEU {values["bleu"]:.2f}', file=sys.stdout)
+          self.save(step, state, values['bleu'])
+          t_window = time.time()
+        elif step % c.checkpoint_every == 0 or stop.received is not None:
+          self.save(step, state)
+        if stop.received is not None:
+          break
+    return state, step
+
+
+def initial_state(config, method, tx, batch, mesh, state_sh, abstract_state, ckpt, lead: bool) -> tuple[TrainState, int]:
+  """(state, step): the newest readable checkpoint, else fresh (or `init_from`) parameters at step 0."""
+  state, meta = ckpt.restore_latest(abstract_state)
+  if state is not None:
+    if meta.get('seed') != config.seed:
+      print(f'WARNING: resuming a run trained with seed {meta.get("seed")} using seed {config.seed}.')
+    if lead:
+      print(f'Resumed from step {int(state.step)}.', flush=True)
+    return state, int(state.step)
+  state = create_train_state(method, tx, batch, mesh, jax.random.PRNGKey(config.seed))
+  if config.init_from:
+    state = state.replace(params=initial_params(config.init_from, state.params, state_sh.params))
+    if lead:
+      print(f'Initialised the parameters from {config.init_from} (fresh optimizer, step 0).', flush=True)
+  return state, 0
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
+  """Train (or resume) a run in `workdir`, then evaluate it on the test split. Returns the test
+  results, or None when SIGTERM stopped training (a checkpoint was saved; rerun to resume)."""
   validate_config(config)
   setup_compilation_cache(config.compilation_cache_dir)
   os.makedirs(workdir, exist_ok=True)
@@ -225,9 +347,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
   splits, tokenizer = load_data(config, workdir)
   method = get_method(config, tokenizer.vocab_size)
   mesh = sharding.make_mesh(config.mesh.model_parallel)
-  data_shards = mesh.shape['data']
   shapes = bucket_shapes(config.max_len, config.tokens_per_batch, config.num_buckets,
-                         row_multiple=int(np.lcm(data_shards, jax.process_count())))
+                         row_multiple=int(np.lcm(mesh.shape['data'], jax.process_count())))
   pairs, dropped = encode_pairs(splits['train'], tokenizer, config.max_len)
   batches = TrainBatches(pairs, shapes, config.seed, jax.process_index(), jax.process_count())
   val_pairs, _ = encode_pairs(splits['validation'], tokenizer, config.max_len)
@@ -239,109 +360,34 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
           f'{jax.process_count()} process(es).', flush=True)
 
   tx = make_optimizer(config)
-  abstract_state, state_sh = state_shardings(method, tx, {k: jnp.asarray(v) for k, v in batches(0).items()}, mesh)
+  first = {k: jnp.asarray(v) for k, v in batches(0).items()}
+  abstract_state, state_sh = state_shardings(method, tx, first, mesh)
   ckpt = checkpoint.Checkpointer(workdir, config.keep_checkpoints, config.keep_best)
-  state, meta = ckpt.restore_latest(abstract_state)
-  if state is None:
-    state = create_train_state(method, tx, batches(0), mesh, jax.random.PRNGKey(config.seed))
-    start = 0
-    if config.init_from:
-      state = state.replace(params=initial_params(config.init_from, state.params, state_sh.params))
-      if lead:
-        print(f'Initialised the parameters from {config.init_from} (fresh optimizer, step 0).', flush=True)
-  else:
-    start = int(state.step)
-    if meta.get('seed') != config.seed:
-      print(f'WARNING: resuming a run trained with seed {meta.get("seed")} using seed {config.seed}.')
+  try:
+    state, start = initial_state(config, method, tx, batches(0), mesh, state_sh, abstract_state, ckpt, lead)
     if lead:
-      print(f'Resumed from step {start}.', flush=True)
-  n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
-  if lead:
-    print(f'Model: {config.model.method}, {n_params / 1e6:.2f}M parameters.', flush=True)
-
-  grad_fn, apply_fn, eval_fn = compile_steps(method, tx, mesh, state_sh)
-  schedule = lr_schedule(config)
-  base_rng = jax.random.PRNGKey(config.seed)
-  metrics_log = MetricsLog(workdir, start, lead)
-  decode_fn, _ = inference.make_decoder(method, config.eval_decoder, {})
-  val_examples = splits['validation'][:config.eval_max_sentences or None]
-
-  stop = {'signal': None}
-
-  def on_sigterm(signum, frame):
-    stop['signal'] = signum
-  previous_handler = signal.signal(signal.SIGTERM, on_sigterm)
-
-  def save(step, bleu=None):
-    ckpt.save(step, state, {'step': step, 'seed': config.seed, 'data_position': step * config.grad_accum_steps,
-                            'rng': f'fold_in(PRNGKey({config.seed}), step)', 'bleu': bleu}, bleu=bleu)
-
-  def validate(step):
-    sums = None
-    for i in range(val_batches.batches_per_epoch):
-      s = jax.device_get(eval_fn(state.params, sharding.global_batch(val_batches(i), mesh)))
-      sums = s if sums is None else {k: sums[k] + s[k] for k in s}
-    run = inference.Run(config, tokenizer, method, state.params, [])
-    bleu, _ = evaluate_bleu(run, decode_fn, val_examples, config.decode_batch_size)
-    values = {k: float(v) for k, v in normalise(sums).items()}
-    values['bleu'] = bleu['first_ref']['bleu']
-    metrics_log.write(step, 'validation', values)
-    return values
-
-  bar = tqdm(total=config.total_steps, initial=start, disable=not lead, dynamic_ncols=True, mininterval=2.0,
-             desc='train', file=sys.stdout)
-  window, t_window, tok_window = [], time.time(), 0.0
-  step = start
-  while step < config.total_steps:
-    rng = jax.random.fold_in(base_rng, step)
-    grads, sums = None, None
-    for micro in range(config.grad_accum_steps):
-      batch = sharding.global_batch(batches(step * config.grad_accum_steps + micro), mesh)
-      g, s = grad_fn(state.params, batch, jax.random.fold_in(rng, micro), jnp.int32(step))
-      grads = g if grads is None else jax.tree_util.tree_map(jnp.add, grads, g)
-      sums = s if sums is None else jax.tree_util.tree_map(jnp.add, sums, s)
-    state, metrics = apply_fn(state, grads, sums)
-    step += 1
-    window.append(metrics)
-    bar.update(1)
-    if step % config.log_every == 0 or step == config.total_steps:
-      window = jax.device_get(window)
-      tok_window = sum(float(m['tokens']) for m in window)
-      elapsed = time.time() - t_window
-      avg = {k: float(np.mean([m[k] for m in window])) for k in window[0] if k != 'tokens'}
-      avg.update(tokens_per_s=tok_window / max(elapsed, 1e-9), lr=float(schedule(jnp.int32(step - 1))))
-      bar.set_postfix(loss=f'{avg["loss"]:.3f}', tok_s=f'{avg["tokens_per_s"]:.0f}', lr=f'{avg["lr"]:.2e}')
-      metrics_log.write(step, 'train', avg)
-      window, t_window = [], time.time()
-    is_eval = step % config.eval_every == 0 or step == config.total_steps
-    if is_eval:
-      values = validate(step)
-      if lead:
-        tqdm.write(f'step {step}: validation loss {values["loss"]:.3f}, BLEU {values["bleu"]:.2f}', file=sys.stdout)
-      save(step, values['bleu'])
-      t_window = time.time()
-    elif step % config.checkpoint_every == 0:
-      save(step)
-    if stop['signal'] is not None:
-      if not is_eval and step % config.checkpoint_every:
-        save(step)
-      ckpt.wait()
-      bar.close()
-      print(f'Received signal {stop["signal"]}: saved checkpoint at step {step}; rerun the same command to resume.')
-      ckpt.close()
-      signal.signal(signal.SIGTERM, previous_handler)
-      return None
-  bar.close()
-  ckpt.wait()
-  ckpt.close()
-  signal.signal(signal.SIGTERM, previous_handler)
+      n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
+      print(f'Model: {config.model.method}, {n_params / 1e6:.2f}M parameters.', flush=True)
+    grad_fn, apply_fn, eval_fn = compile_steps(method, tx, mesh, state_sh)
+    decode_fn, _ = build_decoder(method, config.eval_decoder, {})
+    loop = TrainLoop(config, method, tokenizer, mesh, grad_fn, apply_fn, eval_fn, decode_fn, batches, val_batches,
+                     splits['validation'][:config.eval_max_sentences or None], ckpt,
+                     MetricsLog(workdir, start, lead), lead)
+    with SignalFlag(signal.SIGTERM) as stop:
+      state, step = loop.run(state, start, stop)
+  finally:
+    ckpt.wait()
+    ckpt.close()
+  if stop.received is not None:
+    print(f'Received signal {stop.received}: saved checkpoint at step {step}; rerun the same command to resume.')
+    return None
   return final_test(config, workdir, splits['test'], lead)
 
 
 def final_test(config, workdir: str, examples, lead: bool):
   """Test-set BLEU (1 and all references), chrF, signatures and sample translations."""
-  run = inference.load_run(workdir, which='latest', average=config.test_average)
-  decode_fn, options = inference.make_decoder(run.method, config.test_decoder, {})
+  run = load_run(workdir, which='latest', average=config.test_average)
+  decode_fn, options = build_decoder(run.method, config.test_decoder, {})
   t0 = time.time()
   result, hyps = evaluate_bleu(run, decode_fn, examples, config.decode_batch_size)
   result.update(decoder=config.test_decoder, options=options, sentences=len(examples),
@@ -367,7 +413,7 @@ def main(argv):
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   if FLAGS.config is None or FLAGS.workdir is None:
     raise app.UsageError('Both --config=configs/<recipe>.py and --workdir=<dir> are required.')
-  inference.quiet_logs()
+  cli.quiet_logs()
   initialize_distributed()
   try:
     train_and_evaluate(FLAGS.config, FLAGS.workdir)

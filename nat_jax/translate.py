@@ -16,7 +16,8 @@ from typing import Iterator
 
 from absl import flags
 
-from nat_jax import inference
+from nat_jax import cli, decode
+from nat_jax.translation import translate_texts
 
 flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
 flags.DEFINE_string('decoder', 'greedy', 'Decoder name (see nat_jax.decode.DECODERS); options via --decoder.<opt>=<v>.')
@@ -54,15 +55,15 @@ def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
 
 
 def main(argv):
-  run, (decode_fn, options) = inference.cli_prologue(
+  run, (decode_fn, options) = cli.cli_prologue(
       argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
-      lambda run: inference.make_decoder(run.method, FLAGS.decoder, DECODER_OVERRIDES))
+      lambda run: decode.build_decoder(run.method, FLAGS.decoder, DECODER_OVERRIDES))
   source = open(FLAGS.input, 'rb') if FLAGS.input else sys.stdin.buffer
   sink = open(FLAGS.output, 'w', encoding='utf-8') if FLAGS.output else sys.stdout
   done, t0 = 0, time.time()
   with source:
     for chunk in chunks(read_lines(source), FLAGS.chunk_lines):
-      outputs, _ = inference.translate_texts(run, chunk, decode_fn, FLAGS.batch_size, first_line=done + 1)
+      outputs, _ = translate_texts(run, chunk, decode_fn, FLAGS.batch_size, first_line=done + 1)
       for line in outputs:
         sink.write(line.replace('\n', ' ') + '\n')
       sink.flush()
@@ -74,4 +75,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  inference.run_with_decoder_flags(main, DECODER_OVERRIDES)
+  cli.run_with_decoder_flags(main, DECODER_OVERRIDES)

@@ -10,6 +10,7 @@ import ml_collections  # noqa: E402
 import pytest  # noqa: E402
 
 from nat_jax.config_defaults import base_config  # noqa: E402
+from nat_jax.methods import DEFAULTS  # noqa: E402
 from nat_jax.data.bible import DB_PATH  # noqa: E402
 
 SPLIT_QUERIES = {  # (book, how many short verses)
@@ -46,7 +47,8 @@ def compile_cache(tmp_path_factory) -> str:
 
 
 def tiny_config(corpus: dict[str, str], compile_cache: str = '', **overrides) -> ml_collections.ConfigDict:
-  """A model small enough to compile and train in seconds on one CPU core."""
+  """A model small enough to compile and train in seconds on one CPU core; overrides may name
+  another method ('model.method') and keys of its config section."""
   c = base_config()
   c.model.update(d_model=32, num_heads=2, d_ff=64, enc_layers=1, dec_layers=1, dropout=0.1)
   c.data.update(source='files', train_files=corpus['train'], validation_files=corpus['validation'],
@@ -54,6 +56,9 @@ def tiny_config(corpus: dict[str, str], compile_cache: str = '', **overrides) ->
   c.update(vocab_size=400, max_len=48, max_decode_len=40, tokens_per_batch=384, num_buckets=2, total_steps=8,
            learning_rate=3e-3, warmup_steps=2, log_every=2, eval_every=4, checkpoint_every=2, eval_max_sentences=6,
            decode_batch_size=8, test_decoder='greedy', num_samples=1, compilation_cache_dir=compile_cache)
+  method = overrides.get('model.method', c.model.method)
+  if method in DEFAULTS:
+    c[method] = DEFAULTS[method]()
   return with_overrides(c, overrides)
 
 

@@ -4,7 +4,9 @@ import os
 import subprocess
 import sys
 
-from nat_jax import inference
+from nat_jax import decode
+from nat_jax.runs import load_run
+from nat_jax.translation import translate_texts
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,11 +33,11 @@ def test_translate_keeps_line_count_and_order_on_hostile_input(trained_run, tmp_
   assert out_lines[1] == '' and out_lines[2] == ''
   assert 'truncated' in result.stderr.decode() and 'input line 6' in result.stderr.decode()
   # Order: each line translated alone (batch of one) gives the same output as in the batch.
-  run = inference.load_run(trained_run)
-  decode_fn, _ = inference.make_decoder(run.method, 'greedy', {})
+  run = load_run(trained_run)
+  decode_fn, _ = decode.build_decoder(run.method, 'greedy', {})
   texts = [line.rstrip('\r') for line in raw.decode('utf-8', errors='replace').split('\n')]
   for i, text in enumerate(texts):
-    alone, _ = inference.translate_texts(run, [text], decode_fn, 1)
+    alone, _ = translate_texts(run, [text], decode_fn, 1)
     assert alone[0] == out_lines[i], (i, alone[0], out_lines[i])
 
 

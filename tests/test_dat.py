@@ -5,24 +5,29 @@ import itertools
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import optax
 import pytest
 
-from nat_jax import decode, inference, train
+from nat_jax import decode, train
 from nat_jax.config_defaults import base_config
-from nat_jax.decode.dag import dag_greedy_path, dag_lookahead_path, joint_viterbi
-from nat_jax.methods import get_method
+from nat_jax.decode.dag import joint_viterbi
+from nat_jax.methods import dag, get_method
 from nat_jax.methods.dag import glance_inputs, glance_ratio
 from nat_jax.models.dag_transformer import TransitionHead
 from nat_jax.models.layers import NEG_INF
+from nat_jax.runs import load_run
+from nat_jax.translation import translate_texts
 from tests.conftest import tiny_config, with_overrides
+from tests.test_dag import dag_greedy_path, dag_lookahead_path
 
 
 def dat_config(**overrides):
   c = base_config()
-  c.model.update(method='dat', d_model=32, num_heads=2, d_ff=64, enc_layers=1, dec_layers=1, dropout=0.0,
-                 upsample_scale=2.0)
+  c.model.update(method='dat', d_model=32, num_heads=2, d_ff=64, enc_layers=1, dec_layers=1, dropout=0.0)
+  c.dat = dag.default_config()
+  c.dat.upsample_scale = 2.0
   c.update(max_len=16, max_decode_len=40, total_steps=100)
   return with_overrides(c, overrides)
 
@@ -78,13 +83,13 @@ def test_glancing_count_and_placement():
 
 
 def test_pairs_that_do_not_fit_their_graph_are_masked_and_counted():
-  method = get_method(dat_config(**{'model.upsample_scale': 1.0}), 30)
+  method = get_method(dat_config(**{'dat.upsample_scale': 1.0}), 30)
   src = jnp.array([[5, 6, 7, 1, 0, 0], [5, 1, 0, 0, 0, 0], [5, 6, 1, 0, 0, 0]])
   tgt = jnp.array([[8, 9, 1, 0, 0, 0], [8, 9, 10, 11, 1, 0], [0, 0, 0, 0, 0, 0]])  # row 1: 5 > G = 2; row 2 padding
   batch = {'source': src, 'target': tgt}
   params = init(method, src, tgt)
   sums = method.loss(params, batch, jax.random.PRNGKey(0), deterministic=True)
-  assert float(sums['impossible']) == 1 and float(sums['weight']) == 1 and float(sums['tokens']) == 3
+  assert float(sums['impossible']) == 1 and float(sums['sentences']) == 1 and float(sums['tokens']) == 3
   grads = jax.grad(lambda p: method.loss(p, batch, jax.random.PRNGKey(0))['loss'])(params)
   assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree_util.tree_leaves(grads))
   # The loss of the valid row alone is the same number.
@@ -95,7 +100,7 @@ def test_pairs_that_do_not_fit_their_graph_are_masked_and_counted():
 def test_registered_decoders_equal_the_graph_functions_on_the_full_graph():
   """dag_greedy projects only its path; lookahead / joint-Viterbi the whole graph: all must agree
   with the pure functions applied to the fully projected graph."""
-  method = get_method(dat_config(**{'model.upsample_scale': 3.0}), 40)
+  method = get_method(dat_config(**{'dat.upsample_scale': 3.0}), 40)
   rng = np.random.default_rng(0)
   src = np.zeros((6, 8), np.int32)
   for r in range(6):
@@ -104,8 +109,8 @@ def test_registered_decoders_equal_the_graph_functions_on_the_full_graph():
   src = jnp.asarray(src)
   params = init(method, src, src, seed=2)
   graph = method.predict_graph(params, src)
-  log_probs = method.vertex_log_probs(params, graph['hidden'])
-  args = (graph['log_trans'], log_probs, graph['graph_lengths'])
+  log_probs = method.vertex_log_probs(params, graph.hidden)
+  args = (graph.log_trans, log_probs, graph.graph_lengths)
   limit = method.max_decode_len(src.shape[1])
   for name, (want, want_len) in (('dag_greedy', dag_greedy_path(*args)), ('dag_lookahead', dag_lookahead_path(*args)),
                                  ('dag_joint_viterbi', joint_viterbi(*args, 1.0))):
@@ -122,7 +127,7 @@ def test_registered_decoders_equal_the_graph_functions_on_the_full_graph():
 def test_tiny_dat_overfits_to_exact_reproduction():
   """A few pairs (target = a fixed function of the source, up to 1.5x longer), trained with NLL
   and glancing: every decoder then reproduces every target."""
-  method = get_method(dat_config(**{'model.d_model': 64, 'model.d_ff': 128, 'model.upsample_scale': 3.0}), 24)
+  method = get_method(dat_config(**{'model.d_model': 64, 'model.d_ff': 128, 'dat.upsample_scale': 3.0}), 24)
   rng = np.random.default_rng(1)
   src, tgt = np.zeros((4, 10), np.int32), np.zeros((4, 10), np.int32)
   for r in range(4):
@@ -145,30 +150,63 @@ def test_tiny_dat_overfits_to_exact_reproduction():
 
   for i in range(400):
     params, opt = step(params, opt, i)
-  for name in method.decoders:
+  for name in decode.decoders_for(method):
     out = decode.make_decode_fn(method, name, decode.parse_options(name, {}))(params, batch['source'])
     np.testing.assert_array_equal(np.asarray(out.tokens)[:, :10], tgt, err_msg=name)
 
 
 def test_fadat_fine_tuning_starts_from_the_nll_run(tmp_path, corpus, compile_cache):
   nll_dir, ft_dir = str(tmp_path / 'nll'), str(tmp_path / 'fadat')
-  dat = {'model.method': 'dat', 'model.upsample_scale': 2.0, 'eval_decoder': 'dag_greedy',
+  dat = {'model.method': 'dat', 'dat.upsample_scale': 2.0, 'eval_decoder': 'dag_greedy',
          'test_decoder': 'dag_lookahead', 'label_smoothing': 0.0}
   train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=2, eval_every=2, **dat), nll_dir)
   # learning rate 0: the fine-tuned run must end with exactly the NLL run's parameters.
   train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=2, eval_every=2, learning_rate=0.0,
-                                       init_from=nll_dir, **{'dag.loss': 'fuzzy', **dat}), ft_dir)
-  want, got = inference.load_run(nll_dir).params, inference.load_run(ft_dir).params
+                                       init_from=nll_dir, **{'dat.loss': 'fuzzy', **dat}), ft_dir)
+  want, got = load_run(nll_dir).params, load_run(ft_dir).params
   for a, b in zip(jax.tree_util.tree_leaves(want), jax.tree_util.tree_leaves(got)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   with open(f'{nll_dir}/spm.model', 'rb') as f1, open(f'{ft_dir}/spm.model', 'rb') as f2:
     assert f1.read() == f2.read()
-  run = inference.load_run(ft_dir)
-  for name in run.method.decoders:
-    fn, _ = inference.make_decoder(run.method, name, {})
-    hyps, _ = inference.translate_texts(run, ['In the beginning', '', 'God said'], fn, 4)
+  run = load_run(ft_dir)
+  for name in decode.decoders_for(run.method):
+    fn, _ = decode.build_decoder(run.method, name, {})
+    hyps, _ = translate_texts(run, ['In the beginning', '', 'God said'], fn, 4)
     assert len(hyps) == 3 and hyps[1] == ''
   # A model of another size cannot start from it.
   with pytest.raises(train.ConfigError, match='do not match'):
     train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=1, init_from=nll_dir,
                                          **{'model.d_model': 48, **dat}), str(tmp_path / 'bad'))
+
+
+def test_method_config_sections_are_checked(corpus):
+  missing = dat_config()
+  del missing['dat']
+  with pytest.raises(ValueError, match="needs the config section 'dat'"):
+    get_method(missing, 30)
+  extra = dat_config()
+  extra.dat.glance_stpes = 10  # a typo in a recipe
+  with pytest.raises(ValueError, match=r"unknown keys \['glance_stpes'\]"):
+    get_method(extra, 30)
+  stray = tiny_config(corpus)
+  stray.dat = dag.default_config()
+  with pytest.raises(ValueError, match="section for method 'dat' but model.method='at'"):
+    get_method(stray, 30)
+
+
+def test_configs_of_runs_written_before_method_sections_are_upgraded(corpus):
+  from nat_jax.runs import upgrade_config
+  old = dat_config().to_dict()
+  del old['dat']
+  old['model'].update(upsample_scale=3.0, link_heads=2, max_transition_length=0)
+  old['dag'] = {'loss': 'fuzzy', 'ngram': 3, 'glance_start': 0.1, 'glance_end': 0.1, 'glance_steps': 0}
+  new = upgrade_config(ml_collections.ConfigDict(old))
+  assert 'dag' not in new and 'upsample_scale' not in new.model
+  assert (new.dat.upsample_scale, new.dat.link_heads, new.dat.loss, new.dat.ngram) == (3.0, 2, 'fuzzy', 3)
+  assert get_method(new, 30).upsample_scale == 3.0
+  old_at = tiny_config(corpus).to_dict()
+  old_at['model'].update(upsample_scale=8.0, link_heads=0, max_transition_length=0)
+  old_at['dag'] = dict(old['dag'])
+  new_at = upgrade_config(ml_collections.ConfigDict(old_at))
+  assert 'dag' not in new_at and 'dat' not in new_at and 'upsample_scale' not in new_at.model
+  get_method(new_at, 30)

@@ -9,7 +9,7 @@ import pytest
 from nat_jax import decode
 from nat_jax.decode.beam import length_penalty
 from nat_jax.methods.autoregressive import shift_right
-from nat_jax.models.layers import causal_mask
+from nat_jax.models.layers import attention_mask
 from tests.conftest import random_tiny_model
 
 EOS = 1
@@ -26,7 +26,7 @@ def sequence_logp(method, params, src_row, seq):
   """log P(seq | src) by teacher forcing through the full (uncached) model."""
   tgt = jnp.asarray([seq], jnp.int32)
   pos = jnp.arange(len(seq))[None]
-  logits = method.model.apply({'params': params}, src_row[None], shift_right(tgt, 2), pos, causal_mask(pos, pos))
+  logits = method.model.apply({'params': params}, src_row[None], shift_right(tgt, 2), pos, attention_mask(pos))
   logp = jax.nn.log_softmax(logits[0])
   return float(sum(logp[i, t] for i, t in enumerate(seq)))
 
@@ -36,7 +36,7 @@ def naive_greedy(method, params, src_row, max_len):
   for _ in range(max_len):
     inputs = jnp.asarray([[2] + seq], jnp.int32)  # BOS + prefix, recomputed from scratch every step
     pos = jnp.arange(len(seq) + 1)[None]
-    logits = method.model.apply({'params': params}, src_row[None], inputs, pos, causal_mask(pos, pos))
+    logits = method.model.apply({'params': params}, src_row[None], inputs, pos, attention_mask(pos))
     seq.append(int(jnp.argmax(logits[0, -1])))
     if seq[-1] == EOS:
       break

@@ -5,8 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nat_jax import ddgviz, decode, inference
-from nat_jax.decode import jacobi
+from nat_jax import ddgviz, decode
+from nat_jax.decode import LeftToRightScorer, jacobi
+from nat_jax.runs import load_run
+from nat_jax.translation import encode_sources
 from tests.conftest import random_tiny_model
 from tests.test_decode import run_decoder
 
@@ -15,32 +17,42 @@ JACOBI = [('jacobi_pj', {}), ('jacobi_pgj', {'block_size': 2}), ('jacobi_pgj', {
           ('jacobi_pgj', {'block_size': 5}), ('jacobi_hgj', {'block_size': 3})]
 
 
-class Wrapped:
-  """An autoregressive method whose step_logits is `step(inner, params, enc, cache, tokens, start)`."""
+class WrappedScorer:
+  """A left-to-right scorer whose step_logits is `step(inner, enc, cache, tokens, start)`."""
 
   def __init__(self, inner, step):
     self.inner, self.step = inner, step
-    self.decoders = inner.decoders
 
   def __getattr__(self, name):
     return getattr(self.inner, name)
 
-  def step_logits(self, params, enc, cache, tokens, start):
-    return self.step(self.inner, params, enc, cache, tokens, start)
+  def step_logits(self, enc, cache, tokens, start):
+    return self.step(self.inner, enc, cache, tokens, start)
 
 
-def eos_at_source_length(inner, params, enc, cache, tokens, start):
+class Wrapped:
+  """A method whose left-to-right scorer view is the inner method's, with step_logits replaced."""
+  name = 'wrapped'
+
+  def __init__(self, inner, step):
+    self.build, self.step = inner.views()[LeftToRightScorer], step
+
+  def views(self):
+    return {LeftToRightScorer: lambda params: WrappedScorer(self.build(params), self.step)}
+
+
+def eos_at_source_length(inner, enc, cache, tokens, start):
   """Force EOS at position (number of source tokens + 1): varied lengths, EOS anywhere in a block."""
-  logits, cache = inner.step_logits(params, enc, cache, tokens, start)  # [B, T, V]
+  logits, cache = inner.step_logits(enc, cache, tokens, start)  # [B, T, V]
   target_len = jnp.sum(enc['src_valid'], axis=1) + 1  # [B]
   predicted = start + 1 + jnp.arange(tokens.shape[1])  # [T]: positions the T queries predict
   bonus = jnp.where(predicted[None] == target_len[:, None], 100.0, 0.0)  # [B, T]
   return logits.at[:, :, EOS].add(bonus), cache
 
 
-def ignore_previous(inner, params, enc, cache, tokens, start):
+def ignore_previous(inner, enc, cache, tokens, start):
   """Next token depends on the position (and source) only: every input token is replaced by PAD."""
-  return eos_at_source_length(inner, params, enc, cache, jnp.zeros_like(tokens), start)
+  return eos_at_source_length(inner, enc, cache, jnp.zeros_like(tokens), start)
 
 
 @pytest.fixture(scope='module')
@@ -118,17 +130,17 @@ def test_hgj_stops_where_pgj_stops(eos_forced):
 
 
 def test_equals_greedy_trained_model(trained_run):
-  run = inference.load_run(trained_run)
+  run = load_run(trained_run)
   texts = ['In the beginning God created the heavens and the earth.', 'And Paul said', 'Amen.',
            'Now when they heard this, they were cut to the heart.', 'He went up.', 'Peace be with you all.']
-  src = jnp.asarray(np.asarray([s + [0] * (24 - len(s)) for s in inference.encode_sources(texts, run.tokenizer, 24)]),
+  src = jnp.asarray(np.asarray([s + [0] * (24 - len(s)) for s in encode_sources(texts, run.tokenizer, 24)]),
                     jnp.int32)
   configs = [('jacobi_pj', {}), ('jacobi_pgj', {'block_size': 3}), ('jacobi_hgj', {'block_size': 3})]
   assert_same_as_greedy(decode_all(run.method, run.params, src, 20, configs), configs)
 
 
 def test_ddgviz_grid(trained_run, tmp_path):
-  run = inference.load_run(trained_run)
+  run = load_run(trained_run)
   grid = ddgviz.trace_sentence(run, 'And Paul said', 'pgj', 3, 10)
   iters, n = grid.states.shape
   assert len(grid.pieces) == iters and all(len(row) == n for row in grid.pieces) and grid.probs.shape == (iters, n)

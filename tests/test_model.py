@@ -6,7 +6,7 @@ import pytest
 
 from nat_jax.methods.autoregressive import AutoregressiveMethod, shift_right
 from nat_jax.models import sinusoidal_positions
-from nat_jax.models.layers import Attention, causal_mask
+from nat_jax.models.layers import Attention, attention_mask
 from tests.conftest import tiny_config
 
 
@@ -27,13 +27,14 @@ def test_cached_decoding_equals_full_recomputation(corpus, pre_norm, relative_wi
                                   is_leaf=lambda x: hasattr(x, 'unbox'))
   tokens = shift_right(tgt, 2)
   positions = jnp.broadcast_to(jnp.arange(9), tgt.shape)
-  full = method.model.apply({'params': params}, src, tokens, positions, causal_mask(positions, positions))
+  full = method.model.apply({'params': params}, src, tokens, positions, attention_mask(positions))
 
-  enc = method.encode(params, src)
-  cache = method.init_cache(params, enc, 12)
+  scorer = method.scorer(params)
+  enc = scorer.encode(src)
+  cache = scorer.init_cache(enc, 12)
   pieces = []
   for start in range(0, 9, block):
-    logits, cache = method.step_logits(params, enc, cache, tokens[:, start:start + block], start)
+    logits, cache = scorer.step_logits(enc, cache, tokens[:, start:start + block], start)
     pieces.append(logits)
   np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, atol=2e-5, rtol=1e-5)
 

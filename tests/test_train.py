@@ -11,14 +11,15 @@ import jax
 import numpy as np
 import pytest
 
-from nat_jax import checkpoint, inference, train
+from nat_jax import checkpoint, train
+from nat_jax.runs import load_run
 from tests.conftest import config_flags_for, tiny_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def final_params(workdir):
-  return jax.device_get(inference.load_run(workdir).params)
+  return jax.device_get(load_run(workdir).params)
 
 
 def assert_same_params(a, b):
@@ -36,7 +37,7 @@ def train_cmd(config, workdir):
 def test_resumed_training_equals_uninterrupted(tmp_path, corpus, compile_cache, trained_run):
   workdir = str(tmp_path / 'resumed')
   train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=3), workdir)
-  assert inference.load_run(workdir).meta[0]['step'] == 3
+  assert load_run(workdir).meta[0]['step'] == 3
   train.train_and_evaluate(tiny_config(corpus, compile_cache), workdir)  # 3 -> 8
   assert_same_params(final_params(workdir), final_params(trained_run))
 
@@ -77,7 +78,7 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, trained_run,
     for name in files:
       with open(os.path.join(root, name), 'wb'):
         pass
-  run = inference.load_run(workdir)
+  run = load_run(workdir)
   assert run.meta[0]['step'] == 6
   assert 'checkpoint step 8 is unreadable' in capsys.readouterr().out
   # And training restarts from it rather than crashing.
@@ -91,7 +92,7 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, trained_run,
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
   with pytest.raises(checkpoint.CheckpointError, match='Train first'):
-    inference.load_run(str(tmp_path))
+    load_run(str(tmp_path))
 
 
 SHARDED_SCRIPT = textwrap.dedent('''
@@ -165,6 +166,14 @@ def test_bad_config_is_a_clear_error(tmp_path, flag, message):
   assert 'Traceback' not in result.stderr or 'no_such_key' in flag or 'many' in flag
 
 
+def test_another_methods_option_is_an_unknown_key(tmp_path):
+  """The AT recipe holds no section for the DA-Transformer's options: overriding one is an error."""
+  cmd = [sys.executable, '-m', 'nat_jax.train', '--config=configs/at_bible_tiny.py', f'--workdir={tmp_path}/w',
+         '--config.dat.loss=fuzzy']
+  result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert result.returncode != 0 and "'dat'" in result.stderr and not os.path.exists(tmp_path / 'w')
+
+
 def test_empty_data_file_is_a_clear_error(tmp_path):
   empty = tmp_path / 'train.tsv'
   empty.write_text('')
@@ -179,17 +188,17 @@ def test_checkpoint_averaging_and_best(trained_run):
   import orbax.checkpoint as ocp
   from nat_jax.sharding import make_mesh
   from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
-  run = inference.load_run(trained_run)
+  run = load_run(trained_run)
   abstract, _ = state_shardings(run.method, make_optimizer(run.config), dummy_batch(), make_mesh(1))
   manager = ocp.CheckpointManager(os.path.join(trained_run, 'checkpoints'))
   p8 = checkpoint.restore_newest(manager, abstract, steps=[8])[0].params
   p6 = checkpoint.restore_newest(manager, abstract, steps=[6])[0].params
-  averaged = inference.load_run(trained_run, average=2)
+  averaged = load_run(trained_run, average=2)
   assert [m['step'] for m in averaged.meta] == [8, 6]
   for avg, a, b in zip(*(jax.tree_util.tree_leaves(t) for t in (averaged.params, p8, p6))):
     np.testing.assert_allclose(avg, (np.asarray(a) + np.asarray(b)) / 2, rtol=1e-6, atol=1e-7)
   # best/: the kept checkpoint is the validation step with the highest BLEU.
   with open(os.path.join(trained_run, 'metrics.jsonl')) as f:
     validation = [json.loads(l) for l in f if '"validation"' in l]
-  best = inference.load_run(trained_run, which='best')
+  best = load_run(trained_run, which='best')
   assert best.meta[0]['bleu'] == max(v['bleu'] for v in validation)

@@ -1,18 +1,33 @@
-"""Beam search with GNMT length penalty: one jitted lax.while_loop over a fixed-size KV cache.
+"""Beam search with GNMT length penalty: one jitted lax.while_loop over a fixed-size cache.
 
-Beams are flattened into the batch ([B, K] -> [B*K]) for the model, and the cache is gathered
-along the batch axis when beams are reordered. A row stops once its best finished score cannot
-be beaten: with alpha >= 0, no alive hypothesis can end above max(alive logp) / lp(T_max).
+Runs on a LeftToRightScorer that takes one token per step. Beams are flattened into the batch
+([B, K] -> [B*K]) for the scorer, and the cache is gathered along the batch axis when beams are
+reordered. A row stops once its best finished score cannot be beaten: with alpha >= 0, no alive
+hypothesis can end above max(alive logp) / lp(T_max).
 """
 from __future__ import annotations
 
+from typing import Any
+
+import flax
 import jax
 import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
-from nat_jax.decode import DecodeOutput, register_decoder
-from nat_jax.decode.greedy import resolve_max_len, through_first_eos
+from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
+from nat_jax.decode.lengths import resolve_max_len, through_first_eos
+from nat_jax.decode.registry import register_decoder
 from nat_jax.models.layers import NEG_INF
+
+
+@flax.struct.dataclass
+class BeamState:
+  step: jax.Array        # i32[]: tokens decoded
+  seqs: jax.Array        # i32[B, K, T+1]: alive hypotheses, BOS first
+  alive_logp: jax.Array  # f32[B, K]: their log-probabilities (NEG_INF = empty beam)
+  fin_seqs: jax.Array    # i32[B, K, T+1]: the K best finished hypotheses
+  fin_scores: jax.Array  # f32[B, K]: their length-normalised scores (NEG_INF = none yet)
+  cache: Any             # the scorer's cache, batch [B*K]
 
 
 def length_penalty(length, alpha: float):
@@ -20,9 +35,10 @@ def length_penalty(length, alpha: float):
   return ((5.0 + length) / 6.0) ** alpha
 
 
-def _gather_beams(tree, beam_idx):
-  """Leaves [B*K, ...] (or [B, K, ...] when `flat=False`) gathered by beam_idx i32[B, K']."""
-  b, k_new = beam_idx.shape
+# --- beam helpers -----------------------------------------------------------------------------
+def gather_beams(tree, beam_idx: jax.Array):
+  """Leaves [B*K, ...] gathered by beam_idx i32[B, K'] -> [B*K', ...]."""
+  b, _ = beam_idx.shape
 
   def gather(x):
     k = x.shape[0] // b
@@ -31,60 +47,69 @@ def _gather_beams(tree, beam_idx):
   return jax.tree_util.tree_map(gather, tree)
 
 
-@register_decoder('beam', beam_size=4, alpha=0.6, max_len=0)
-def beam_decode(method, params, src, beam_size: int = 4, alpha: float = 0.6, max_len: int = 0) -> DecodeOutput:
-  """Best finished hypothesis per row by logp / lp(length) (length counts EOS)."""
-  t_max = resolve_max_len(method, src, max_len)
-  b, k = src.shape[0], beam_size
-  enc = method.encode(params, src)
-  enc = jax.tree_util.tree_map(lambda x: jnp.repeat(x, k, axis=0), enc)  # [B*K, ...]
-  cache = method.init_cache(params, enc, t_max)
+def add_beam_dim(tree, k: int):
+  """Leaves [B, ...] -> [B*K, ...], each row repeated K times."""
+  return jax.tree_util.tree_map(lambda x: jnp.repeat(x, k, axis=0), tree)
 
+
+# --- search -----------------------------------------------------------------------------------
+def beam_step(scorer: LeftToRightScorer, enc, state: BeamState, alpha: float) -> BeamState:
+  """Extend every alive hypothesis by one token; keep the K best alive and the K best finished."""
+  b, k, _ = state.seqs.shape
+  prev = jax.lax.dynamic_slice_in_dim(state.seqs, state.step, 1, axis=2).reshape(b * k, 1)  # [B*K, 1]
+  logits, cache = scorer.step_logits(enc, state.cache, prev, state.step)
+  vocab = logits.shape[-1]
+  logp = jax.nn.log_softmax(logits[:, 0].astype(jnp.float32)).reshape(b, k, vocab)  # [B, K, V]
+  cand = (state.alive_logp[:, :, None] + logp).reshape(b, k * vocab)  # [B, K*V]
+  top_logp, top_idx = jax.lax.top_k(cand, 2 * k)  # [B, 2K]
+  top_beam, top_tok = top_idx // vocab, (top_idx % vocab).astype(jnp.int32)
+  top_seqs = jnp.take_along_axis(state.seqs, top_beam[:, :, None], axis=1)  # [B, 2K, T+1]
+  top_seqs = jax.lax.dynamic_update_slice_in_dim(top_seqs, top_tok[:, :, None], state.step + 1, axis=2)
+  is_eos = top_tok == Tokenizer.eos_id
+
+  # Alive: the best K candidates that did not end.
+  alive_logp, keep = jax.lax.top_k(jnp.where(is_eos, NEG_INF, top_logp), k)  # [B, K]
+  seqs = jnp.take_along_axis(top_seqs, keep[:, :, None], axis=1)
+  cache = gather_beams(cache, jnp.take_along_axis(top_beam, keep, axis=1))
+
+  # Finished: merge the candidates that ended among the top K (so beam 1 = greedy) with the K best so far.
+  new_scores = jnp.where(is_eos & (jnp.arange(2 * k) < k),
+                         top_logp / length_penalty(state.step + 1.0, alpha), NEG_INF)
+  all_scores = jnp.concatenate([state.fin_scores, new_scores], axis=1)  # [B, 3K]
+  all_seqs = jnp.concatenate([state.fin_seqs, top_seqs], axis=1)
+  fin_scores, keep_f = jax.lax.top_k(all_scores, k)
+  fin_seqs = jnp.take_along_axis(all_seqs, keep_f[:, :, None], axis=1)
+  return BeamState(state.step + 1, seqs, alive_logp, fin_seqs, fin_scores, cache)
+
+
+@register_decoder('beam', LeftToRightScorer, beam_size=4, alpha=0.6, max_len=0)
+def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = 0.6,
+                max_len: int = 0) -> DecodeOutput:
+  """Best finished hypothesis per row by logp / lp(length) (length counts EOS)."""
+  if scorer.tokens_per_step != 1:
+    raise ValueError(f'beam decodes one token per step; this model takes {scorer.tokens_per_step} '
+                     f'(use a decoder that handles several tokens per step, e.g. greedy).')
+  t_max = resolve_max_len(scorer, src, max_len)
+  b, k = src.shape[0], beam_size
+  enc = add_beam_dim(scorer.encode(src), k)  # [B*K, ...]
   seqs = jnp.zeros((b, k, t_max + 1), jnp.int32).at[:, :, 0].set(Tokenizer.bos_id)  # [B, K, T+1]
-  alive_logp = jnp.tile(jnp.array([0.0] + [NEG_INF] * (k - 1), jnp.float32), (b, 1))  # [B, K]
-  fin_seqs = jnp.zeros_like(seqs)
-  fin_scores = jnp.full((b, k), NEG_INF, jnp.float32)
+  init = BeamState(step=jnp.int32(0), seqs=seqs,
+                   alive_logp=jnp.tile(jnp.array([0.0] + [NEG_INF] * (k - 1), jnp.float32), (b, 1)),
+                   fin_seqs=jnp.zeros_like(seqs), fin_scores=jnp.full((b, k), NEG_INF, jnp.float32),
+                   cache=scorer.init_cache(enc, t_max))
   max_lp = length_penalty(t_max, alpha)
 
-  def cond(state):
-    step, _, alive_logp, _, fin_scores, _ = state
-    best_possible = jnp.max(alive_logp, axis=1) / max_lp  # [B]
-    rows_open = jnp.max(fin_scores, axis=1) < best_possible
-    return (step < t_max) & jnp.any(rows_open)
+  def running(state: BeamState) -> jax.Array:
+    best_possible = jnp.max(state.alive_logp, axis=1) / max_lp  # [B]
+    rows_open = jnp.max(state.fin_scores, axis=1) < best_possible
+    return (state.step < t_max) & jnp.any(rows_open)
 
-  def body(state):
-    step, seqs, alive_logp, fin_seqs, fin_scores, cache = state
-    prev = jax.lax.dynamic_slice_in_dim(seqs, step, 1, axis=2).reshape(b * k, 1)  # [B*K, 1]
-    logits, cache = method.step_logits(params, enc, cache, prev, step)
-    vocab = logits.shape[-1]
-    logp = jax.nn.log_softmax(logits[:, 0].astype(jnp.float32)).reshape(b, k, vocab)  # [B, K, V]
-    cand = (alive_logp[:, :, None] + logp).reshape(b, k * vocab)  # [B, K*V]
-    top_logp, top_idx = jax.lax.top_k(cand, 2 * k)  # [B, 2K]
-    top_beam, top_tok = top_idx // vocab, (top_idx % vocab).astype(jnp.int32)
-    top_seqs = jnp.take_along_axis(seqs, top_beam[:, :, None], axis=1)  # [B, 2K, T+1]
-    top_seqs = jax.lax.dynamic_update_slice_in_dim(top_seqs, top_tok[:, :, None], step + 1, axis=2)
-    is_eos = top_tok == Tokenizer.eos_id
-
-    # Alive: the best K candidates that did not end.
-    alive_cand = jnp.where(is_eos, NEG_INF, top_logp)
-    alive_logp, keep = jax.lax.top_k(alive_cand, k)  # [B, K]
-    seqs = jnp.take_along_axis(top_seqs, keep[:, :, None], axis=1)
-    cache = _gather_beams(cache, jnp.take_along_axis(top_beam, keep, axis=1))
-
-    # Finished: merge the candidates that ended among the top K (so beam 1 = greedy) with the K best so far.
-    new_scores = jnp.where(is_eos & (jnp.arange(2 * k) < k), top_logp / length_penalty(step + 1.0, alpha), NEG_INF)
-    all_scores = jnp.concatenate([fin_scores, new_scores], axis=1)  # [B, 3K]
-    all_seqs = jnp.concatenate([fin_seqs, top_seqs], axis=1)
-    fin_scores, keep_f = jax.lax.top_k(all_scores, k)
-    fin_seqs = jnp.take_along_axis(all_seqs, keep_f[:, :, None], axis=1)
-    return step + 1, seqs, alive_logp, fin_seqs, fin_scores, cache
-
-  init = (jnp.int32(0), seqs, alive_logp, fin_seqs, fin_scores, cache)
-  step, seqs, alive_logp, fin_seqs, fin_scores, _ = jax.lax.while_loop(cond, body, init)
+  final = jax.lax.while_loop(running, lambda s: beam_step(scorer, enc, s, alpha), init)
   # Rows with no finished hypothesis (hit T_max) fall back to their best alive one.
-  has_fin = fin_scores[:, 0] > NEG_INF / 2  # [B]
-  best = jnp.where(has_fin[:, None], fin_seqs[:, 0], seqs[:, 0])[:, 1:]  # [B, T]
-  score = jnp.where(has_fin, fin_scores[:, 0], alive_logp[:, 0] / length_penalty(t_max, alpha))
+  has_fin = final.fin_scores[:, 0] > NEG_INF / 2  # [B]
+  best = jnp.where(has_fin[:, None], final.fin_seqs[:, 0], final.seqs[:, 0])[:, 1:]  # [B, T]
+  score = jnp.where(has_fin, final.fin_scores[:, 0], final.alive_logp[:, 0] / length_penalty(t_max, alpha))
   valid, length = through_first_eos(best)
   # steps: tokens of the returned hypothesis incl. EOS (as greedy's); loop_steps: iterations the batch ran.
-  return DecodeOutput(jnp.where(valid, best, 0), score, {'steps': length, 'loop_steps': jnp.full((b,), step, jnp.int32)})
+  return DecodeOutput(jnp.where(valid, best, 0), score,
+                      {'steps': length, 'loop_steps': jnp.full((b,), final.step, jnp.int32)})

@@ -5,11 +5,10 @@ log_probs f32[B, L, V] (log P(y | v), ignored for v >= G), graph_lengths i32[B],
 tokens i32[B, L] (left-aligned, 0-padded) and lengths i32[B]; an empty graph (G = 0) gives an
 empty output.
 
-Registered decoders (`dag_greedy`, `dag_lookahead`, `dag_joint_viterbi`) run on a method with
-`predict_graph(params, src)` and `vertex_log_probs(params, hidden)` (nat_jax.methods.dag), one
-jitted call per batch. Greedy's path depends on the transitions only, so it projects just the
-vertices on its path onto the vocabulary; lookahead and joint-Viterbi need every vertex's best
-token score and project the whole graph.
+Registered decoders (`dag_greedy`, `dag_lookahead`, `dag_joint_viterbi`) run on a GraphPredictor
+view (nat_jax.decode.interfaces), one jitted call per batch. Greedy's path depends on the
+transitions only, so it projects just the vertices on its path onto the vocabulary; lookahead
+and joint-Viterbi need every vertex's best token score and project the whole graph.
 """
 from __future__ import annotations
 
@@ -18,25 +17,26 @@ import math
 import jax
 import jax.numpy as jnp
 
-from nat_jax.decode import DecodeOutput, register_decoder
-from nat_jax.decode.greedy import through_first_eos
+from nat_jax.decode.interfaces import DecodeOutput, GraphPredictor
+from nat_jax.decode.lengths import through_first_eos
+from nat_jax.decode.registry import register_decoder
 from nat_jax.losses.dag import IMPOSSIBLE, clean_log, transition_mask, viterbi_backtrace, viterbi_forward
 
 
-def _vertex_scores(log_probs: jax.Array, graph_lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
+def vertex_scores(log_probs: jax.Array, graph_lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
   """(best token i32[B, L], its log-probability f32[B, L], NEG_INF for v >= G)."""
   in_graph = jnp.arange(log_probs.shape[1])[None, :] < graph_lengths[:, None]  # [B, L]
   best = clean_log(jnp.max(log_probs, axis=-1), in_graph)  # [B, L]
   return jnp.argmax(log_probs, axis=-1).astype(jnp.int32), best
 
 
-def _path_tokens(path: jax.Array, tokens: jax.Array) -> jax.Array:
+def path_tokens(path: jax.Array, tokens: jax.Array) -> jax.Array:
   """tokens[b, path[b, k]] where path >= 0, else 0 (path i32[B, K], tokens i32[B, L]) -> i32[B, K]."""
   picked = jnp.take_along_axis(tokens, jnp.maximum(path, 0), axis=1)  # [B, K]
   return jnp.where(path >= 0, picked, 0)
 
 
-def _follow_argmax(log_trans: jax.Array, bonus: jax.Array, graph_lengths: jax.Array,
+def follow_argmax(log_trans: jax.Array, bonus: jax.Array, graph_lengths: jax.Array,
                    max_steps: int = 0) -> jax.Array:
   """i32[B, K]: path from vertex 0 taking next = argmax_j (log E_ij + bonus_j) until vertex G - 1; -1 after.
 
@@ -64,23 +64,6 @@ def _follow_argmax(log_trans: jax.Array, bonus: jax.Array, graph_lengths: jax.Ar
       jnp.broadcast_to(vertex, (batch, size)).astype(jnp.int32), mode='drop')
 
 
-def _decode_path(path: jax.Array, log_probs: jax.Array, graph_lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
-  tokens, _ = _vertex_scores(log_probs, graph_lengths)
-  return _path_tokens(path, tokens), jnp.sum(path >= 0, axis=1).astype(jnp.int32)
-
-
-def dag_greedy_path(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax.Array):
-  """Follow the most probable transition from vertex 0 to G - 1; argmax token per visited vertex."""
-  bonus = jnp.zeros(log_trans.shape[:2], jnp.float32)  # [B, L]
-  return _decode_path(_follow_argmax(log_trans, bonus, graph_lengths), log_probs, graph_lengths)
-
-
-def dag_lookahead_path(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax.Array):
-  """Like greedy, but next vertex = argmax_j log E_ij + max_y log P(y | j)."""
-  _, bonus = _vertex_scores(log_probs, graph_lengths)  # [B, L]
-  return _decode_path(_follow_argmax(log_trans, bonus, graph_lengths), log_probs, graph_lengths)
-
-
 def _joint_viterbi_path(log_trans: jax.Array, best: jax.Array, graph_lengths: jax.Array,
                         beta: float) -> tuple[jax.Array, jax.Array, jax.Array]:
   """(path i32[B, L], length i32[B], normalised score f32[B]) of joint-Viterbi (best f32[B, L]: max_y log P)."""
@@ -104,9 +87,9 @@ def joint_viterbi(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax
   (a Viterbi pass over L steps); the output length is m* = argmax_m S_m / m**beta and the tokens
   are the argmax tokens along the best m*-vertex path.
   """
-  tokens, best = _vertex_scores(log_probs, graph_lengths)  # [B, L] each
+  tokens, best = vertex_scores(log_probs, graph_lengths)  # [B, L] each
   path, length, _ = _joint_viterbi_path(log_trans, best, graph_lengths, beta)
-  return _path_tokens(path, tokens), length
+  return path_tokens(path, tokens), length
 
 
 def remove_repeats(tokens: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -121,7 +104,7 @@ def remove_repeats(tokens: jax.Array, lengths: jax.Array) -> tuple[jax.Array, ja
   return out, jnp.sum(keep, axis=1).astype(jnp.int32)
 
 
-# --- registered decoders over a DAG method ------------------------------------------------------
+# --- registered decoders over a GraphPredictor view ------------------------------------------
 def _path_score(log_trans: jax.Array, path: jax.Array) -> jax.Array:
   """f32[B]: sum of log E along path i32[B, K] (-1 = past the end)."""
   src, dst = jnp.maximum(path[:, :-1], 0), path[:, 1:]  # [B, K-1]
@@ -139,47 +122,47 @@ def _finish(tokens: jax.Array, lengths: jax.Array, score: jax.Array, dedup: bool
   return DecodeOutput(tokens, score, {'length': lengths})
 
 
-@register_decoder('dag_greedy', remove_repeats=False)
-def dag_greedy(method, params, src, remove_repeats: bool = False) -> DecodeOutput:
+@register_decoder('dag_greedy', GraphPredictor, remove_repeats=False)
+def dag_greedy(graphs: GraphPredictor, src, remove_repeats: bool = False) -> DecodeOutput:
   """Follow the argmax transition from vertex 0; the argmax token of each visited vertex.
 
   Only the (at most max_decode_len) vertices on the path go through the vocabulary projection.
   """
-  graph = method.predict_graph(params, src)
-  log_trans, lengths_g = graph['log_trans'], graph['graph_lengths']
+  graph = graphs.predict_graph(src)
+  log_trans, lengths_g = graph.log_trans, graph.graph_lengths
   bonus = jnp.zeros(log_trans.shape[:2], jnp.float32)  # [B, L]
-  path = _follow_argmax(log_trans, bonus, lengths_g, method.max_decode_len(src.shape[1]))  # [B, K]
-  on_path = jnp.take_along_axis(graph['hidden'], jnp.maximum(path, 0)[:, :, None], axis=1)  # [B, K, D]
-  log_probs = method.vertex_log_probs(params, on_path)  # [B, K, V]
+  path = follow_argmax(log_trans, bonus, lengths_g, graphs.max_decode_len(src.shape[1]))  # [B, K]
+  on_path = jnp.take_along_axis(graph.hidden, jnp.maximum(path, 0)[:, :, None], axis=1)  # [B, K, D]
+  log_probs = graphs.vertex_log_probs(on_path)  # [B, K, V]
   tokens = jnp.where(path >= 0, jnp.argmax(log_probs, axis=-1), 0).astype(jnp.int32)  # [B, K]
   score = _path_score(log_trans, path) + jnp.sum(jnp.where(path >= 0, jnp.max(log_probs, axis=-1), 0.0), axis=1)
   return _finish(tokens, jnp.sum(path >= 0, axis=1).astype(jnp.int32), score, remove_repeats)
 
 
-def _full_graph(method, params, src):
+def _full_graph(graphs: GraphPredictor, src):
   """(log_trans [B, L, L], log_probs [B, L, V], graph_lengths [B]) with every vertex projected."""
-  graph = method.predict_graph(params, src)
-  return graph['log_trans'], method.vertex_log_probs(params, graph['hidden']), graph['graph_lengths']
+  graph = graphs.predict_graph(src)
+  return graph.log_trans, graphs.vertex_log_probs(graph.hidden), graph.graph_lengths
 
 
-@register_decoder('dag_lookahead', remove_repeats=False)
-def dag_lookahead(method, params, src, remove_repeats: bool = False) -> DecodeOutput:
+@register_decoder('dag_lookahead', GraphPredictor, remove_repeats=False)
+def dag_lookahead(graphs: GraphPredictor, src, remove_repeats: bool = False) -> DecodeOutput:
   """Next vertex = argmax_j log E_ij + max_y log P(y | j); the argmax token of each visited vertex."""
-  log_trans, log_probs, lengths_g = _full_graph(method, params, src)
-  best_tokens, bonus = _vertex_scores(log_probs, lengths_g)  # [B, L] each
-  path = _follow_argmax(log_trans, bonus, lengths_g, method.max_decode_len(src.shape[1]))  # [B, K]
+  log_trans, log_probs, lengths_g = _full_graph(graphs, src)
+  best_tokens, bonus = vertex_scores(log_probs, lengths_g)  # [B, L] each
+  path = follow_argmax(log_trans, bonus, lengths_g, graphs.max_decode_len(src.shape[1]))  # [B, K]
   score = _path_score(log_trans, path) + jnp.sum(jnp.where(path >= 0, jnp.take_along_axis(
       bonus, jnp.maximum(path, 0), axis=1), 0.0), axis=1)
-  return _finish(_path_tokens(path, best_tokens), jnp.sum(path >= 0, axis=1).astype(jnp.int32), score,
+  return _finish(path_tokens(path, best_tokens), jnp.sum(path >= 0, axis=1).astype(jnp.int32), score,
                  remove_repeats)
 
 
-@register_decoder('dag_joint_viterbi', beta=1.0, remove_repeats=False)
-def dag_joint_viterbi(method, params, src, beta: float = 1.0, remove_repeats: bool = False) -> DecodeOutput:
+@register_decoder('dag_joint_viterbi', GraphPredictor, beta=1.0, remove_repeats=False)
+def dag_joint_viterbi(graphs: GraphPredictor, src, beta: float = 1.0, remove_repeats: bool = False) -> DecodeOutput:
   """The best path per length, length chosen by score / m**beta (contract `joint_viterbi`); the
   returned score is that normalised path score."""
-  log_trans, log_probs, lengths_g = _full_graph(method, params, src)
-  tokens, best = _vertex_scores(log_probs, lengths_g)
+  log_trans, log_probs, lengths_g = _full_graph(graphs, src)
+  tokens, best = vertex_scores(log_probs, lengths_g)
   path, length, score = _joint_viterbi_path(log_trans, best, lengths_g, beta)
-  limit = method.max_decode_len(src.shape[1])
-  return _finish(_path_tokens(path, tokens)[:, :limit], jnp.minimum(length, limit), score, remove_repeats)
+  limit = graphs.max_decode_len(src.shape[1])
+  return _finish(path_tokens(path, tokens)[:, :limit], jnp.minimum(length, limit), score, remove_repeats)

@@ -1,55 +1,74 @@
-"""Greedy left-to-right decoding: one jitted lax.while_loop over a fixed-size KV cache."""
+"""Greedy left-to-right decoding: one jitted lax.while_loop over a fixed-size cache.
+
+Runs on any LeftToRightScorer; a step feeds the scorer's z = tokens_per_step slots and takes the
+argmax of each (AT: one token per step; SA / IBDecoder: z tokens per step). A row ends at its
+first EOS; tokens a step predicts after it are dropped.
+"""
 from __future__ import annotations
 
+from typing import Any
+
+import flax
 import jax
 import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
-from nat_jax.decode import DecodeOutput, register_decoder
+from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
+from nat_jax.decode.lengths import resolve_max_len
+from nat_jax.decode.registry import register_decoder
 
 
-def resolve_max_len(method, src, max_len: int) -> int:
-  return max_len if max_len > 0 else method.max_decode_len(src.shape[1])
+@flax.struct.dataclass
+class GreedyState:
+  step: jax.Array     # i32[]: decoding steps taken
+  tokens: jax.Array   # i32[B, z + P]: z start slots (BOS), then the output tokens (0 after EOS)
+  done: jax.Array     # bool[B]: the row emitted EOS
+  logp: jax.Array     # f32[B]: summed log-probabilities of the emitted tokens
+  lengths: jax.Array  # i32[B]: emitted tokens incl. EOS
+  cache: Any
 
 
-def through_first_eos(tokens):
-  """tokens i32[B, T] -> (valid bool[B, T]: positions up to and including the first EOS,
-  lengths i32[B]: their count, T where a row has no EOS)."""
-  is_eos = tokens == Tokenizer.eos_id
-  valid = (jnp.cumsum(is_eos, axis=1) - is_eos) == 0
-  return valid, jnp.sum(valid, axis=1).astype(jnp.int32)
+def before_first_eos(tokens: jax.Array) -> jax.Array:
+  """tokens i32[B, z] -> bool[B, z]: no EOS among the earlier slots of the step."""
+  is_eos = (tokens == Tokenizer.eos_id).astype(jnp.int32)
+  return (jnp.cumsum(is_eos, axis=1) - is_eos) == 0
 
 
-@register_decoder('greedy', max_len=0)
-def greedy_decode(method, params, src, max_len: int = 0) -> DecodeOutput:
-  """Argmax token per step until every row emitted EOS or `max_len` tokens (0: method's bound).
+def greedy_step(scorer: LeftToRightScorer, enc, state: GreedyState) -> GreedyState:
+  """One decoding step: feed the step's z slots, append the argmax of each prediction."""
+  z = scorer.tokens_per_step
+  start = state.step * z
+  inputs = jax.lax.dynamic_slice_in_dim(state.tokens, start, z, axis=1)  # [B, z]
+  logits, cache = scorer.step_logits(enc, state.cache, inputs, start)
+  logp = jax.nn.log_softmax(logits.reshape(-1, logits.shape[-1]).astype(jnp.float32))  # [B*z, V]
+  nxt = jnp.argmax(logp, axis=-1).astype(jnp.int32).reshape(inputs.shape)  # [B, z]
+  best = jnp.max(logp, axis=-1).reshape(inputs.shape)  # [B, z]
+  live = ~state.done[:, None] & before_first_eos(nxt)  # [B, z]: tokens the row keeps
+  nxt = jnp.where(live, nxt, 0)
+  tokens = jax.lax.dynamic_update_slice_in_dim(state.tokens, nxt, start + z, axis=1)
+  return GreedyState(
+      step=state.step + 1, tokens=tokens, done=state.done | jnp.any(nxt == Tokenizer.eos_id, axis=1),
+      logp=state.logp + jnp.sum(jnp.where(live, best, 0.0), axis=1),
+      lengths=state.lengths + jnp.sum(live, axis=1).astype(jnp.int32), cache=cache)
 
-  Returns tokens i32[B, T] (0 after EOS), the sum of log-probabilities, and aux['steps'] i32[B],
-  the number of decoder steps (= tokens incl. EOS) each sentence needed.
+
+@register_decoder('greedy', LeftToRightScorer, max_len=0)
+def greedy_decode(scorer: LeftToRightScorer, src: jax.Array, max_len: int = 0) -> DecodeOutput:
+  """Argmax tokens until every row emitted EOS or `max_len` tokens (0: the scorer's bound; with
+  z tokens per step, rounded up to a multiple of z).
+
+  Returns tokens i32[B, P] (0 after EOS), the sum of log-probabilities, and aux['steps'] i32[B],
+  the tokens (incl. EOS) each sentence needed.
   """
-  t_max = resolve_max_len(method, src, max_len)
-  b = src.shape[0]
-  enc = method.encode(params, src)
-  cache = method.init_cache(params, enc, t_max)
-  tokens = jnp.zeros((b, t_max + 1), jnp.int32).at[:, 0].set(Tokenizer.bos_id)  # [B, T+1], BOS first
-
-  def cond(state):
-    step, _, done, _, _, _ = state
-    return (step < t_max) & ~jnp.all(done)
-
-  def body(state):
-    step, tokens, done, logp_sum, lengths, cache = state
-    prev = jax.lax.dynamic_slice_in_dim(tokens, step, 1, axis=1)  # [B, 1]
-    logits, cache = method.step_logits(params, enc, cache, prev, step)
-    logp = jax.nn.log_softmax(logits[:, 0].astype(jnp.float32))  # [B, V]
-    nxt = jnp.argmax(logp, axis=-1).astype(jnp.int32)  # [B]
-    logp_sum = logp_sum + jnp.where(done, 0.0, jnp.max(logp, axis=-1))
-    lengths = lengths + (~done).astype(jnp.int32)
-    nxt = jnp.where(done, 0, nxt)
-    tokens = jax.lax.dynamic_update_slice_in_dim(tokens, nxt[:, None], step + 1, axis=1)
-    return step + 1, tokens, done | (nxt == Tokenizer.eos_id), logp_sum, lengths, cache
-
+  z = scorer.tokens_per_step
+  num_steps = -(-resolve_max_len(scorer, src, max_len) // z)
+  b, width = src.shape[0], num_steps * z
+  enc = scorer.encode(src)
   zeros = jnp.zeros((b,), jnp.int32)
-  init = (jnp.int32(0), tokens, jnp.zeros((b,), bool), jnp.zeros((b,), jnp.float32), zeros, cache)
-  _, tokens, _, logp_sum, lengths, _ = jax.lax.while_loop(cond, body, init)
-  return DecodeOutput(tokens[:, 1:], logp_sum, {'steps': lengths})
+  init = GreedyState(step=jnp.int32(0),
+                     tokens=jnp.zeros((b, z + width), jnp.int32).at[:, :z].set(Tokenizer.bos_id),
+                     done=jnp.zeros((b,), bool), logp=jnp.zeros((b,), jnp.float32), lengths=zeros,
+                     cache=scorer.init_cache(enc, width))
+  final = jax.lax.while_loop(lambda s: (s.step < num_steps) & ~jnp.all(s.done),
+                             lambda s: greedy_step(scorer, enc, s), init)
+  return DecodeOutput(final.tokens[:, z:], final.logp, {'steps': final.lengths})

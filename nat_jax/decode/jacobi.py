@@ -2,9 +2,9 @@
 
 Greedy decoding solves the triangular system y_t = argmax p(. | y_<t, x), t = 1..T, by substitution.
 Jacobi iteration solves every equation of a block at once from a draft, feeding the block's draft
-tokens to `method.step_logits` in one call, and repeats. Written only against the autoregressive
-interface (`encode / init_cache / step_logits`, see nat_jax.methods), so it runs on any
-left-to-right method unchanged.
+tokens to the scorer's `step_logits` in one call, and repeats. Written only against the
+LeftToRightScorer Protocol (nat_jax.decode.interfaces), so it runs on any left-to-right method
+unchanged (one token per step).
 
 Finality. An iteration feeds the draft inputs of slots [s, s + W) (slot 0 holds BOS, slot i the
 token at position i) and predicts positions s+1 .. s+W. The prediction for position s+1+j is
@@ -41,14 +41,16 @@ rule. Both names are kept for parity with the paper's tables; PJ is one block ov
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple
+from typing import Any, Callable
 
+import flax
 import jax
 import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
-from nat_jax.decode import DecodeOutput, register_decoder
-from nat_jax.decode.greedy import resolve_max_len, through_first_eos
+from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
+from nat_jax.decode.lengths import resolve_max_len, through_first_eos
+from nat_jax.decode.registry import register_decoder
 
 
 def pad_draft(batch: int, length: int) -> jax.Array:
@@ -56,7 +58,8 @@ def pad_draft(batch: int, length: int) -> jax.Array:
   return jnp.zeros((batch, length), jnp.int32)
 
 
-class JacobiState(NamedTuple):
+@flax.struct.dataclass
+class JacobiState:
   tokens: jax.Array      # i32[B, P+1]: BOS at slot 0, draft/final tokens of positions 1..P
   logp: jax.Array        # f32[B, P+1]: log-probability of each draft token when it was predicted
   fixed: jax.Array       # i32[B]: positions 1..fixed are final
@@ -64,7 +67,7 @@ class JacobiState(NamedTuple):
   iterations: jax.Array  # i32[B]: iterations the row itself needed
   start: jax.Array       # i32[]: first input slot of the current block (common to the batch)
   passes: jax.Array      # i32[]: decoder passes run
-  cache: dict
+  cache: Any
 
 
 def final_eos(tokens, fixed, t_max):
@@ -78,14 +81,15 @@ def has_eos(tokens, upto):
   return jnp.any((tokens == Tokenizer.eos_id) & (positions >= 1) & (positions <= upto[:, None]), axis=1)
 
 
-def init_state(method, params, enc, batch: int, width: int, t_max: int, init_draft: Callable) -> JacobiState:
+def init_state(scorer: LeftToRightScorer, enc, batch: int, width: int, t_max: int,
+               init_draft: Callable) -> JacobiState:
   """Draft of P = ceil(t_max / width) * width positions, nothing final, block 0."""
   padded = -(-t_max // width) * width
   bos = jnp.full((batch, 1), Tokenizer.bos_id, jnp.int32)
   tokens = jnp.concatenate([bos, init_draft(batch, padded).astype(jnp.int32)], axis=1)  # [B, P+1]
   zeros = jnp.zeros((batch,), jnp.int32)
   return JacobiState(tokens, jnp.zeros(tokens.shape, jnp.float32), zeros, jnp.zeros((batch,), bool), zeros,
-                     jnp.int32(0), jnp.int32(0), method.init_cache(params, enc, padded))
+                     jnp.int32(0), jnp.int32(0), scorer.init_cache(enc, padded))
 
 
 def leading_run(same):
@@ -93,11 +97,11 @@ def leading_run(same):
   return jnp.sum(jnp.cumprod(same.astype(jnp.int32), axis=1), axis=1)
 
 
-def jacobi_iteration(method, params, enc, state: JacobiState, width: int, t_max: int) -> JacobiState:
+def jacobi_iteration(scorer: LeftToRightScorer, enc, state: JacobiState, width: int, t_max: int) -> JacobiState:
   """One decoder pass over the current block of every row; the single implementation of an iteration."""
   s, block_end = state.start, state.start + width
   inputs = jax.lax.dynamic_slice_in_dim(state.tokens, s, width, axis=1)  # [B, W]: slots s..s+W-1
-  logits, cache = method.step_logits(params, enc, state.cache, inputs, s)
+  logits, cache = scorer.step_logits(enc, state.cache, inputs, s)
   logp = jax.nn.log_softmax(logits.astype(jnp.float32))  # [B, W, V]
   new = jnp.argmax(logp, axis=-1).astype(jnp.int32)  # [B, W]: positions s+1..s+W
   new_logp = jnp.max(logp, axis=-1)  # [B, W]
@@ -129,37 +133,42 @@ def finish(state: JacobiState, t_max: int) -> DecodeOutput:
   return DecodeOutput(jnp.where(valid, tokens, 0), jnp.sum(jnp.where(valid, logp, 0.0), axis=1), aux)
 
 
-def block_plan(method, src, block_size: int, max_len: int) -> tuple[int, int]:
+def block_plan(scorer: LeftToRightScorer, src, block_size: int, max_len: int) -> tuple[int, int]:
   """Static (block width, t_max) for a source batch: block_size <= 0 means one block (PJ)."""
-  t_max = resolve_max_len(method, src, max_len)
+  if scorer.tokens_per_step != 1:
+    raise ValueError(f'Jacobi decoding here iterates one token per step; this model takes {scorer.tokens_per_step}.')
+  t_max = resolve_max_len(scorer, src, max_len)
   return (t_max if block_size <= 0 else min(block_size, t_max)), t_max
 
 
-def jacobi_start(method, params, src, width: int, t_max: int, init_draft: Callable):
+def jacobi_start(scorer: LeftToRightScorer, src, width: int, t_max: int, init_draft: Callable):
   """(encoder output, initial state) for src i32[B, S]."""
-  enc = method.encode(params, src)
-  return enc, init_state(method, params, enc, src.shape[0], width, t_max, init_draft)
+  enc = scorer.encode(src)
+  return enc, init_state(scorer, enc, src.shape[0], width, t_max, init_draft)
 
 
-def jacobi_decode(method, params, src, *, block_size: int, max_len: int,
+def jacobi_decode(scorer: LeftToRightScorer, src, *, block_size: int, max_len: int,
                   init_draft: Callable = pad_draft) -> DecodeOutput:
   """Jacobi decoding of src i32[B, S] in blocks of `block_size` (<= 0: one block, PJ) as one while_loop."""
-  width, t_max = block_plan(method, src, block_size, max_len)
-  enc, state = jacobi_start(method, params, src, width, t_max, init_draft)
-  body = functools.partial(jacobi_iteration, method, params, enc, width=width, t_max=t_max)
+  width, t_max = block_plan(scorer, src, block_size, max_len)
+  enc, state = jacobi_start(scorer, src, width, t_max, init_draft)
+  body = functools.partial(jacobi_iteration, scorer, enc, width=width, t_max=t_max)
   return finish(jax.lax.while_loop(running, body, state), t_max)
 
 
-def trace_jacobi(method, params, src, *, block_size: int, max_len: int,
+def trace_jacobi(build: Callable[[Any], LeftToRightScorer], params, src, *, block_size: int, max_len: int,
                  init_draft: Callable = pad_draft) -> tuple[list[JacobiState], DecodeOutput]:
-  """The same iteration stepped from Python, for inspection (DDGviz): (state after each iteration, output)."""
-  width, t_max = block_plan(method, src, block_size, max_len)
-  enc, state = jax.jit(lambda p, x: jacobi_start(method, p, x, width, t_max, init_draft))(params, src)
-  step = jax.jit(lambda p, e, st: jacobi_iteration(method, p, e, st, width, t_max))
+  """The same iteration stepped from Python, for inspection (DDGviz): (state after each iteration, output).
+
+  build(params) -> the scorer (a method's LeftToRightScorer view), so params stay jit arguments.
+  """
+  width, t_max = block_plan(build(params), src, block_size, max_len)
+  enc, state = jax.jit(lambda p, x: jacobi_start(build(p), x, width, t_max, init_draft))(params, src)
+  step = jax.jit(lambda p, e, st: jacobi_iteration(build(p), e, st, width, t_max))
   states = []
   while bool(running(state)):
     state = step(params, enc, state)
-    states.append(jax.device_get(state._replace(cache=None)))
+    states.append(jax.device_get(state.replace(cache=None)))
   return states, finish(state, t_max)
 
 
@@ -172,19 +181,19 @@ def algorithm_options(name: str, block_size: int) -> dict:
   return {'block_size': block_size if ALGORITHMS[name] else 0}
 
 
-@register_decoder('jacobi_pj', max_len=0)
-def jacobi_pj(method, params, src, max_len: int = 0) -> DecodeOutput:
+@register_decoder('jacobi_pj', LeftToRightScorer, max_len=0)
+def jacobi_pj(scorer: LeftToRightScorer, src, max_len: int = 0) -> DecodeOutput:
   """Parallel Jacobi: the whole maximum length is one block."""
-  return jacobi_decode(method, params, src, max_len=max_len, **algorithm_options('pj', 0))
+  return jacobi_decode(scorer, src, max_len=max_len, **algorithm_options('pj', 0))
 
 
-@register_decoder('jacobi_pgj', block_size=3, max_len=0)
-def jacobi_pgj(method, params, src, block_size: int = 3, max_len: int = 0) -> DecodeOutput:
+@register_decoder('jacobi_pgj', LeftToRightScorer, block_size=3, max_len=0)
+def jacobi_pgj(scorer: LeftToRightScorer, src, block_size: int = 3, max_len: int = 0) -> DecodeOutput:
   """Parallel Gauss-Seidel-Jacobi: blocks of `block_size`; a row stops once an EOS is final."""
-  return jacobi_decode(method, params, src, max_len=max_len, **algorithm_options('pgj', block_size))
+  return jacobi_decode(scorer, src, max_len=max_len, **algorithm_options('pgj', block_size))
 
 
-@register_decoder('jacobi_hgj', block_size=3, max_len=0)
-def jacobi_hgj(method, params, src, block_size: int = 3, max_len: int = 0) -> DecodeOutput:
+@register_decoder('jacobi_hgj', LeftToRightScorer, block_size=3, max_len=0)
+def jacobi_hgj(scorer: LeftToRightScorer, src, block_size: int = 3, max_len: int = 0) -> DecodeOutput:
   """Hybrid GS-Jacobi: blocks of `block_size`, no oracle length; a row stops once its converged prefix holds an EOS."""
-  return jacobi_decode(method, params, src, max_len=max_len, **algorithm_options('hgj', block_size))
+  return jacobi_decode(scorer, src, max_len=max_len, **algorithm_options('hgj', block_size))

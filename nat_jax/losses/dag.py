@@ -177,19 +177,28 @@ def _ll_bwd(residuals, cotangent):  # cotangent f32[B]
 dag_log_likelihood.defvjp(_ll_fwd, _ll_bwd)
 
 
+def valid_pairs(ll: jax.Array, target_lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """(valid, impossible), bool[B] each, from ll = dag_log_likelihood(...) f32[B].
+
+  valid: the pair has a T-vertex path (ll finite), so it enters the loss. impossible: a pair with
+  T > 0 but no path (T > G, or every path through a -inf entry): masked out of the loss and
+  counted, never a crash. T = 0 rows are batch padding and count as neither.
+  """
+  valid = jnp.isfinite(ll)
+  return valid, ~valid & (target_lengths > 0)
+
+
 def dag_nll_loss(log_trans: jax.Array, log_emit: jax.Array, target_lengths: jax.Array,
                  graph_lengths: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
   """(loss f32[], num_valid i32[], num_impossible i32[]).
 
-  loss = mean over valid pairs of -log P(y | x) / T. A pair with T > 0 but no path (T > G, or every
-  path through a -inf entry) is masked out and counted as impossible; T = 0 rows are padding and
-  count as neither.
+  loss = mean over valid pairs of -log P(y | x) / T (valid and impossible pairs: `valid_pairs`).
   """
   ll = dag_log_likelihood(log_trans, log_emit, target_lengths, graph_lengths)  # [B]
-  valid = jnp.isfinite(ll)  # [B]
+  valid, impossible = valid_pairs(ll, target_lengths)  # [B] each
   per_pair = jnp.where(valid, -ll / jnp.maximum(target_lengths, 1).astype(jnp.float32), 0.0)  # [B]
   num_valid = jnp.sum(valid).astype(jnp.int32)
-  num_impossible = jnp.sum(~valid & (target_lengths > 0)).astype(jnp.int32)
+  num_impossible = jnp.sum(impossible).astype(jnp.int32)
   return jnp.sum(per_pair) / jnp.maximum(num_valid, 1), num_valid, num_impossible
 
 

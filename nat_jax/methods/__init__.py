@@ -1,41 +1,70 @@
-"""Method registry: `config.model.method` -> an object bundling module, inputs, loss and decoders.
+"""Method registry: `config.model.method` -> the object that trains a model and offers its decoding views.
 
 A method implements:
-  init_params(rng, batch) -> params                  (boxed with logical axis names)
-  loss(params, batch, rng, step, deterministic) -> sums
-      {'loss', 'nll', 'correct', 'tokens'} (+ 'weight', the loss normaliser if not tokens, + counts);
-      step i32[] is the update number (schedules such as glancing use it)
-  decoders: tuple of decoder names it supports       (see nat_jax.decode.DECODERS)
-and, when it decodes left to right, the autoregressive interface used by greedy, beam and Jacobi:
-  encode(params, src) -> enc                         (pytree, batch on axis 0)
-  init_cache(params, enc, num_slots) -> cache        (pytree, batch on axis 0)
-  step_logits(params, enc, cache, tokens, start) -> (logits f32[B, T, V], cache)
-      scores T new tokens written to cache slots [start, start + T)
-  max_decode_len(src_len) -> int
-a non-autoregressive graph method (DA-Transformer) instead provides predict_graph and
-vertex_log_probs (see nat_jax.methods.dag, nat_jax.decode.dag).
-Adding a method = a module in this package + `@register('name')`; train/translate/evaluate never change.
+  name                                      its registry name
+  normalizer                                'tokens' or 'sentences': the count in the loss sums that
+                                            the summed loss (and its gradient) is divided by
+  init_params(rng, batch) -> params         (boxed with logical axis names)
+  loss(params, batch, rng, step=0, deterministic=False) -> sums over the batch
+      {'loss', 'nll', 'correct', 'tokens', <normalizer>, ...method counts}; step i32[] is the
+      update number (schedules such as glancing use it)
+  views() -> {Protocol: build(params) -> view}
+      what its decoders see (nat_jax.decode.interfaces); every registered decoder whose Protocol
+      is offered runs on it (nat_jax.decode.decoders_for)
+A method turns the batch {'source', 'target'} into its decoder inputs with one pure function
+(e.g. `autoregressive_inputs`) and token-level methods share one loss over those inputs
+(nat_jax.methods.teacher_forcing). A method with options of its own has a config section named
+after it, with defaults from `default_config()` in its module; its recipes copy the section in
+(configs/dat_bible_tiny.py) and `get_method` checks it.
+
+Adding a method = a module in this package + `@register('name')` + its import below;
+train / translate / evaluate never change.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
-METHODS: dict[str, Callable] = {}
+import ml_collections
+
+METHODS: dict[str, type] = {}
+DEFAULTS: dict[str, Callable[[], ml_collections.ConfigDict]] = {}  # method -> its config section's defaults
 
 
-def register(name: str):
+def register(name: str, default_config: Optional[Callable[[], ml_collections.ConfigDict]] = None):
   def wrap(cls):
+    cls.name = name
     METHODS[name] = cls
+    if default_config is not None:
+      DEFAULTS[name] = default_config
     return cls
   return wrap
 
 
-def get_method(config, vocab_size: int):
-  """Builds the method named by `config.model.method`."""
+def check_method_config(config):
+  """The recipe has the section of its method (and no other method's), with exactly its keys."""
   name = config.model.method
   if name not in METHODS:
     raise ValueError(f'Unknown model.method {name!r}; registered methods: {sorted(METHODS)}.')
-  return METHODS[name](config, vocab_size)
+  strays = sorted(m for m in DEFAULTS if m != name and m in config)
+  if strays:
+    raise ValueError(f'The config has a section for method {strays[0]!r} but model.method={name!r}; '
+                     f'a recipe holds only the section of its own method.')
+  if name not in DEFAULTS:
+    return
+  module = METHODS[name].__module__
+  if name not in config:
+    raise ValueError(f'model.method={name!r} needs the config section {name!r}: add '
+                     f'`c.{name} = {module}.default_config()` to the recipe (see configs/).')
+  known, have = set(DEFAULTS[name]().keys()), set(config[name].keys())
+  if have != known:
+    raise ValueError(f'config.{name}: unknown keys {sorted(have - known)}, missing keys {sorted(known - have)}; '
+                     f'its keys are those of {module}.default_config(): {sorted(known)}.')
+
+
+def get_method(config, vocab_size: int):
+  """Builds the method named by `config.model.method`."""
+  check_method_config(config)
+  return METHODS[config.model.method](config, vocab_size)
 
 
 from nat_jax.methods import autoregressive, dag  # noqa: E402,F401  (register 'at', 'dat')

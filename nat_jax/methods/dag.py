@@ -1,8 +1,10 @@
-"""DA-Transformer ('dat'): DAG NLL with glancing, or the FA-DAT fuzzy n-gram loss; DAG decoders.
+"""DA-Transformer ('dat'): DAG NLL with glancing, or the FA-DAT fuzzy n-gram loss; a graph view for
+the DAG decoders.
 
-Training (config.dag):
+Training (config.dat):
   loss='nll'    -log P(y | x) / |y| by the forward algorithm (NLL pre-training)
-  loss='fuzzy'  FA-DAT: -BP * clipped expected n-gram matches / expected n-grams, n = config.dag.ngram
+  loss='fuzzy'  FA-DAT: -BP * clipped expected n-gram matches / expected n-grams, n = config.dat.ngram
+Both are per-sentence losses: the summed loss is normalised by the number of valid sentences.
 Glancing (GLAT) in both: a first decoder pass (no gradient) gives the best alignment; at
 round((|y| - correct) * tau) randomly chosen aligned vertices the decoder input becomes the target
 token's embedding, and a second pass with the same dropout rng computes the loss. tau goes
@@ -12,16 +14,34 @@ A pair whose target has more tokens than its graph has vertices is masked out an
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 
-from nat_jax.losses.dag import dag_best_alignment, dag_log_likelihood, path_exists
+from nat_jax.decode.interfaces import Graph, GraphPredictor
+from nat_jax.decode.lengths import decode_length_bound
+from nat_jax.losses.dag import dag_best_alignment, dag_log_likelihood, valid_pairs
 from nat_jax.losses.fuzzy import fuzzy_alignment_loss
 from nat_jax.methods import register
-from nat_jax.methods.autoregressive import transformer_config
 from nat_jax.models.dag_transformer import DagTransformer
+from nat_jax.models.transformer import transformer_config
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """The `config.dat` section of a DA-Transformer recipe."""
+  return ml_collections.ConfigDict(dict(
+      upsample_scale=8.0,         # graph size = ceil(upsample_scale x source length)
+      link_heads=0,               # heads of the transition head (0 = model.num_heads)
+      max_transition_length=0,    # >0: edges i -> j only for j - i <= this
+      loss='nll',                 # 'nll' (pre-training) or 'fuzzy' (FA-DAT fine-tuning)
+      ngram=2,                    # FA-DAT n-gram order
+      glance_start=0.5, glance_end=0.1,  # glancing ratio tau, linear over glance_steps (0 = total_steps)
+      glance_steps=0))
+
 
 LOSSES = ('nll', 'fuzzy')
 
@@ -52,29 +72,29 @@ def glance_inputs(rng, align, hit, targets, tau, size: int):
   return tokens, mask
 
 
-@register('dat')
+@register('dat', default_config)
 class DagMethod:
   """Directed Acyclic Transformer trained with DAG NLL (+ glancing) or the FA-DAT fuzzy loss."""
-  decoders = ('dag_greedy', 'dag_lookahead', 'dag_joint_viterbi')
+  normalizer = 'sentences'
 
   def __init__(self, config, vocab_size: int):
-    model_cfg, dag_cfg = config.model, config.dag
-    if model_cfg.upsample_scale <= 0:
-      raise ValueError(f'model.upsample_scale must be > 0, got {model_cfg.upsample_scale}.')
-    if dag_cfg.loss not in LOSSES:
-      raise ValueError(f'dag.loss must be one of {LOSSES}, got {dag_cfg.loss!r}.')
-    if not 1 <= dag_cfg.ngram <= 4:
-      raise ValueError(f'dag.ngram must be in 1..4, got {dag_cfg.ngram}.')
-    link_heads = model_cfg.link_heads or model_cfg.num_heads
-    if model_cfg.d_model % link_heads:
-      raise ValueError(f'model.d_model={model_cfg.d_model} must be divisible by model.link_heads={link_heads}.')
-    self.config = config
-    self.upsample_scale = float(model_cfg.upsample_scale)
+    dat = config.dat
+    if dat.upsample_scale <= 0:
+      raise ValueError(f'dat.upsample_scale must be > 0, got {dat.upsample_scale}.')
+    if dat.loss not in LOSSES:
+      raise ValueError(f'dat.loss must be one of {LOSSES}, got {dat.loss!r}.')
+    if not 1 <= dat.ngram <= 4:
+      raise ValueError(f'dat.ngram must be in 1..4, got {dat.ngram}.')
+    link_heads = dat.link_heads or config.model.num_heads
+    if config.model.d_model % link_heads:
+      raise ValueError(f'model.d_model={config.model.d_model} must be divisible by dat.link_heads={link_heads}.')
+    self.loss_name, self.ngram = dat.loss, dat.ngram
+    self.upsample_scale = float(dat.upsample_scale)
     self.max_graph_size = self.graph_size(config.max_len)
-    self.model = DagTransformer(transformer_config(model_cfg, vocab_size), self.max_graph_size, link_heads,
-                                model_cfg.max_transition_length)
+    self.model = DagTransformer(transformer_config(config.model, vocab_size), self.max_graph_size, link_heads,
+                                dat.max_transition_length)
     self.max_target_len = config.max_decode_len
-    self.glance = (dag_cfg.glance_start, dag_cfg.glance_end, dag_cfg.glance_steps or config.total_steps)
+    self.glance = (dat.glance_start, dat.glance_end, dat.glance_steps or config.total_steps)
 
   # --- graph sizes ------------------------------------------------------------------------------
   def graph_size(self, src_len: int) -> int:
@@ -110,7 +130,7 @@ class DagMethod:
   def _graph_pass(self, params, encoded, src, graph_lengths, targets, glance, rng, deterministic):
     """(log_trans f32[B, L, L], log_emit f32[B, L, M] = log P(y_m | v), argmax token i32[B, L])."""
     hidden, log_trans = self._graph(params, encoded, src, graph_lengths, glance, rng, deterministic)
-    log_probs = self._apply(params, hidden, method=DagTransformer.log_probs)  # [B, L, V]
+    log_probs = self.vertex_log_probs(params, hidden)  # [B, L, V]
     size = hidden.shape[1]
     index = jnp.broadcast_to(targets[:, None, :], (targets.shape[0], size, targets.shape[1]))  # [B, L, M]
     log_emit = jnp.take_along_axis(log_probs, index, axis=2)  # [B, L, M]
@@ -122,8 +142,8 @@ class DagMethod:
     return self.model.init(rng, src, self.graph_lengths(src), *self._no_glance(src))['params']
 
   def loss(self, params, batch, rng, step=0, deterministic: bool = False):
-    """Sums: loss (per-sentence losses of valid pairs; normalised by `weight` = their count),
-    nll and correct (normalised by `tokens`), impossible (pairs that do not fit their graph)."""
+    """Sums: loss (per-sentence losses of valid pairs; normalised by 'sentences' = their count),
+    nll and correct (normalised by 'tokens'), impossible (pairs that do not fit their graph)."""
     src, targets = batch['source'], batch['target']  # [B, S], [B, M]
     target_lengths = jnp.sum(targets > 0, axis=1).astype(jnp.int32)  # [B]
     graph_lengths = self.graph_lengths(src)  # [B]
@@ -142,34 +162,56 @@ class DagMethod:
       log_trans, log_emit, _ = self._graph_pass(params, encoded, src, graph_lengths, targets, glance, dec_rng,
                                                 deterministic)
 
-    nll_loss = self.config.dag.loss == 'nll'
+    nll_loss = self.loss_name == 'nll'
     stop = (lambda x: x) if nll_loss else jax.lax.stop_gradient  # fuzzy: the likelihood is a metric only
     ll = dag_log_likelihood(stop(log_trans), stop(log_emit), target_lengths, graph_lengths)  # [B]
-    valid = path_exists(target_lengths, graph_lengths) & jnp.isfinite(ll)  # [B]
+    valid, impossible = valid_pairs(ll, target_lengths)  # [B] each
     if nll_loss:
       per_pair = -ll / jnp.maximum(target_lengths, 1)
     else:
-      per_pair = fuzzy_alignment_loss(log_trans, log_emit, targets, target_lengths, graph_lengths,
-                                      self.config.dag.ngram)
+      per_pair = fuzzy_alignment_loss(log_trans, log_emit, targets, target_lengths, graph_lengths, self.ngram)
     weights = valid.astype(jnp.float32)
-    return {'loss': jnp.sum(jnp.where(valid, per_pair, 0.0)), 'weight': jnp.sum(weights),
+    return {'loss': jnp.sum(jnp.where(valid, per_pair, 0.0)), 'sentences': jnp.sum(weights),
             'nll': jnp.sum(jnp.where(valid, -ll, 0.0)),
             'correct': jnp.sum(jnp.where(valid[:, None], hit, False)).astype(jnp.float32),
             'tokens': jnp.sum(weights * target_lengths),
-            'impossible': jnp.sum(~valid & (target_lengths > 0)).astype(jnp.float32)}
+            'impossible': jnp.sum(impossible).astype(jnp.float32)}
 
-  # --- decoding interface (nat_jax.decode.dag) --------------------------------------------------
-  def predict_graph(self, params, src):
-    """{'hidden' [B, L, D], 'log_trans' f32[B, L, L], 'graph_lengths' i32[B]} for src i32[B, S]."""
+  # --- decoding view (nat_jax.decode.dag) -------------------------------------------------------
+  def predict_graph(self, params, src) -> Graph:
+    """The graph of each source sentence i32[B, S]."""
     graph_lengths = self.graph_lengths(src)
     encoded = self._apply(params, src, method=DagTransformer.encode)
     hidden, log_trans = self._graph(params, encoded, src, graph_lengths)
-    return {'hidden': hidden, 'log_trans': log_trans, 'graph_lengths': graph_lengths}
+    return Graph(hidden=hidden, log_trans=log_trans, graph_lengths=graph_lengths)
 
   def vertex_log_probs(self, params, hidden):
     """hidden [B, K, D] (any subset of vertices) -> log P(y | v) f32[B, K, V]."""
     return self._apply(params, hidden, method=DagTransformer.log_probs)
 
   def max_decode_len(self, src_len: int) -> int:
-    """Output-length bound for a padded source width (as for the autoregressive model)."""
-    return min(self.max_target_len, int(1.5 * src_len) + 10, self.graph_size(src_len))
+    """Output-length bound for a padded source width: the shared bound, at most the graph size."""
+    return min(decode_length_bound(self.max_target_len, src_len), self.graph_size(src_len))
+
+  def views(self):
+    return {GraphPredictor: lambda params: DagGraphView(self, params)}
+
+  def label(self) -> str:
+    """Short description for tables."""
+    return f'{self.name} (lambda={self.upsample_scale:g})'
+
+
+@dataclasses.dataclass(frozen=True)
+class DagGraphView:
+  """GraphPredictor of a DagMethod with bound parameters."""
+  method: DagMethod
+  params: Any
+
+  def predict_graph(self, src) -> Graph:
+    return self.method.predict_graph(self.params, src)
+
+  def vertex_log_probs(self, hidden):
+    return self.method.vertex_log_probs(self.params, hidden)
+
+  def max_decode_len(self, src_len: int) -> int:
+    return self.method.max_decode_len(src_len)

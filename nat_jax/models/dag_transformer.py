@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nat_jax.losses.dag import transition_mask
-from nat_jax.models.layers import NEG_INF, default_init, sinusoidal_positions
+from nat_jax.models.layers import NEG_INF, attention_mask, default_init, sinusoidal_positions
 from nat_jax.models.transformer import Transformer, TransformerConfig
 
 
@@ -86,7 +86,7 @@ class DagTransformer(nn.Module):
     x = x + sinusoidal_positions(vertices, self.cfg.d_model).astype(self.cfg.dtype)
     x = self.backbone.input_dropout(x, deterministic=deterministic)
     in_graph = vertices < graph_lengths[:, None]  # [B, L]
-    self_mask = jnp.broadcast_to(in_graph[:, None, :], (b, size, size))  # [B, L, L]
+    self_mask = attention_mask(jnp.zeros_like(vertices), in_graph)  # [B, L, L]: every vertex sees the graph
     hidden, _ = self.backbone.decode_hidden(x, vertices, self_mask, encoded, src_valid,
                                             deterministic=deterministic)
     return hidden

@@ -13,7 +13,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nat_jax.models.layers import Attention, Embed, FeedForward, layer_norm, sinusoidal_positions
+from nat_jax.models.layers import Attention, Embed, FeedForward, attention_mask, layer_norm, sinusoidal_positions
+
+DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16, 'float16': jnp.float16}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +31,19 @@ class TransformerConfig:
   pre_norm: bool = True
   relative_window: int = 0  # >0: key-only relative positions in decoder self-attention (HRT, w = 16)
   dtype: Any = jnp.float32  # activation dtype; params and softmax statistics stay fp32
+
+
+def transformer_config(model_cfg, vocab_size: int) -> TransformerConfig:
+  """ml_collections `config.model` -> TransformerConfig (clear errors for bad values)."""
+  if model_cfg.dtype not in DTYPES:
+    raise ValueError(f'model.dtype must be one of {sorted(DTYPES)}, got {model_cfg.dtype!r}.')
+  if model_cfg.d_model % model_cfg.num_heads:
+    raise ValueError(f'model.d_model={model_cfg.d_model} must be divisible by model.num_heads={model_cfg.num_heads}.')
+  return TransformerConfig(
+      vocab_size=vocab_size, d_model=model_cfg.d_model, num_heads=model_cfg.num_heads, d_ff=model_cfg.d_ff,
+      enc_layers=model_cfg.enc_layers, dec_layers=model_cfg.dec_layers, dropout=model_cfg.dropout,
+      attention_dropout=model_cfg.attention_dropout, pre_norm=model_cfg.pre_norm,
+      relative_window=model_cfg.relative_window, dtype=DTYPES[model_cfg.dtype])
 
 
 def residual(f, x, norm, dropout, pre_norm: bool, deterministic: bool):
@@ -118,7 +133,7 @@ class Transformer(nn.Module):
     """src i32[B, S] (0 = pad) -> encoded [B, S, D]."""
     valid = src > 0  # [B, S]
     x = self.embed_tokens(src, jnp.broadcast_to(jnp.arange(src.shape[1]), src.shape), deterministic=deterministic)
-    mask = valid[:, None, :] & jnp.ones_like(valid)[:, :, None]  # [B, S, S]: every query sees valid keys
+    mask = attention_mask(jnp.zeros_like(src), valid)  # [B, S, S]: every query sees every valid key
     for layer in self.encoder_layers:
       x = layer(x, mask, deterministic=deterministic)
     return self.encoder_norm(x) if self.cfg.pre_norm else x

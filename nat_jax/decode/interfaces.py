@@ -1,0 +1,65 @@
+"""What a decoder sees of a model: one Protocol per decoding family, and what every decoder returns.
+
+A decoder never sees a method or its parameters. A method offers *views* (`method.views()`:
+Protocol -> build(params) -> object implementing it), and a decoder registered for a Protocol
+runs on every method that offers it. Views are built inside the jitted decode function, so
+their parameters are traced arguments, not constants. Tests drive decoders with small
+hand-written views (tests/test_decoders.py), as t5x's decoding tests use a Markov
+`tokens_to_logits`.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol
+
+import flax
+import jax
+
+
+class DecodeOutput(NamedTuple):
+  tokens: jax.Array  # i32[B, T], 0-padded after EOS
+  scores: jax.Array  # f32[B], the decoder's own score of the returned sequence
+  aux: dict          # decoder-specific per-sentence statistics (e.g. steps), each [B]
+
+
+class LeftToRightScorer(Protocol):
+  """Encode once, then score T new slots against a cache (greedy, beam, Jacobi).
+
+  Slot i of the target side holds the input of decoding position i: slots 0 .. z-1 are start
+  slots (BOS), slot z + t the t-th output token (0-indexed), z = `tokens_per_step`. One decoding
+  step feeds the z slots of its step and reads z predictions; a Jacobi iteration feeds a block.
+  """
+  tokens_per_step: int  # slots one decoding step takes: AT 1, SA / IBDecoder h * c
+
+  def encode(self, src: jax.Array) -> Any:
+    """src i32[B, S] (0 = pad) -> encoder state (pytree, batch on axis 0; beam search repeats it)."""
+
+  def init_cache(self, enc: Any, num_slots: int) -> Any:
+    """Empty cache of `num_slots` target slots (pytree, batch on axis 0; beam search reorders it)."""
+
+  def step_logits(self, enc: Any, cache: Any, tokens: jax.Array, start: jax.Array) -> tuple[jax.Array, Any]:
+    """tokens i32[B, T] written to slots [start, start + T) -> (logits f32[B, T, V] of what each
+    slot predicts, updated cache). Slots past start + T are never read."""
+
+  def max_decode_len(self, src_len: int) -> int:
+    """Output-length bound for a padded source width (static, so a few shapes compile)."""
+
+
+@flax.struct.dataclass
+class Graph:
+  """A predicted DA-Transformer graph (nat_jax.decode.dag)."""
+  hidden: jax.Array         # [B, L, D] decoder states of the L vertices
+  log_trans: jax.Array      # f32[B, L, L] log E_ij, ignored outside 0 <= i < j < G
+  graph_lengths: jax.Array  # i32[B] G, the vertices of each row's graph
+
+
+class GraphPredictor(Protocol):
+  """A directed acyclic graph of decoder positions per sentence (dag_* decoders)."""
+
+  def predict_graph(self, src: jax.Array) -> Graph:
+    """src i32[B, S] -> the graph of each sentence."""
+
+  def vertex_log_probs(self, hidden: jax.Array) -> jax.Array:
+    """hidden [B, K, D] (all vertices or a gathered subset) -> log P(y | v) f32[B, K, V]."""
+
+  def max_decode_len(self, src_len: int) -> int:
+    """Output-length bound for a padded source width."""

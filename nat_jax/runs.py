@@ -1,0 +1,64 @@
+"""A trained run: its config, tokenizer and parameters, loaded from its workdir."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+import ml_collections
+
+from nat_jax import checkpoint
+from nat_jax.data import Tokenizer, load_or_train_tokenizer
+from nat_jax.methods import DEFAULTS, get_method
+from nat_jax.sharding import make_mesh
+from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
+
+CONFIG_FILE = 'config.json'
+TOKENIZER_FILE = 'spm.model'
+
+
+@dataclasses.dataclass
+class Run:
+  config: ml_collections.ConfigDict
+  tokenizer: Tokenizer
+  method: Any
+  params: Any
+  meta: list  # checkpoint metadata of the loaded step(s), newest first
+
+
+def upgrade_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """A config.json written before method sections existed -> today's layout.
+
+  DA-Transformer options used to sit in `model` (upsample_scale, link_heads,
+  max_transition_length) and a `dag` section; they now form the `dat` section.
+  """
+  old_model_keys = ('upsample_scale', 'link_heads', 'max_transition_length')
+  if not any(k in config.model for k in old_model_keys) and 'dag' not in config:
+    return config
+  plain = config.to_dict()
+  moved = {k: plain['model'].pop(k) for k in old_model_keys if k in plain['model']}
+  moved.update(plain.pop('dag', {}))
+  if plain['model']['method'] == 'dat':
+    section = DEFAULTS['dat']()
+    section.update(moved)
+    plain['dat'] = section.to_dict()
+  return ml_collections.ConfigDict(plain)
+
+
+def load_run(workdir: str, which: str = 'latest', average: int = 1) -> Run:
+  """Config, tokenizer and params of a training run; clear errors when something is missing."""
+  config_path = os.path.join(workdir, CONFIG_FILE)
+  spm_path = os.path.join(workdir, TOKENIZER_FILE)
+  for path, what in ((config_path, 'config'), (spm_path, 'sentencepiece model')):
+    if not os.path.exists(path):
+      raise checkpoint.CheckpointError(
+          f'{path!r} not found: --workdir={workdir} holds no trained run ({what} missing). '
+          f'Train first: python -m nat_jax.train --config=configs/at_bible_tiny.py --workdir={workdir}')
+  with open(config_path) as f:
+    config = upgrade_config(ml_collections.ConfigDict(json.load(f)))
+  tokenizer = load_or_train_tokenizer(spm_path, (), config.vocab_size)
+  method = get_method(config, tokenizer.vocab_size)
+  abstract, _ = state_shardings(method, make_optimizer(config), dummy_batch(), make_mesh(1))
+  params, meta = checkpoint.load_params(workdir, abstract, which=which, average=average)
+  return Run(config, tokenizer, method, params, meta)

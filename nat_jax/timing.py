@@ -1,0 +1,36 @@
+"""Timing for evaluate and every benchmark: warm-up, repeats, median, block_until_ready."""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+  """(fn()'s output, wall-clock seconds of the call with every array in it ready)."""
+  t0 = time.perf_counter()
+  out = jax.block_until_ready(fn())
+  return out, time.perf_counter() - t0
+
+
+def median_timed(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> tuple[Any, float]:
+  """(fn()'s output, median seconds over `repeats` timed calls after `warmup` untimed ones)."""
+  out = None
+  for _ in range(warmup):
+    out = jax.block_until_ready(fn())
+  times = []
+  for _ in range(repeats):
+    out, seconds = timed(fn)
+    times.append(seconds)
+  return out, float(np.median(times))
+
+
+def machine() -> str:
+  """The host, its cores, JAX version, device and today's date: the line every benchmark prints."""
+  device = jax.devices()[0]
+  return (f'{platform.node() or "host"}: {os.cpu_count()} CPU cores, JAX {jax.__version__} on '
+          f'{device.platform} ({device.device_kind}), {time.strftime("%Y-%m-%d")}')

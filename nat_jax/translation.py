@@ -1,0 +1,60 @@
+"""Translating lists of sentences with a run in fixed-shape batches.
+
+Used by translate, evaluate, the benchmarks and the validation/test BLEU inside training, so
+all of them decode exactly the same way: empty lines give empty outputs, over-long
+lines are truncated with a warning, output order equals input order.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable, Optional, Sequence
+
+import jax
+import numpy as np
+
+from nat_jax.data import Tokenizer, inference_batches
+
+
+def source_lengths(max_len: int, num_buckets: int) -> list[int]:
+  """The few padded source widths inference compiles for (multiples of 8 up to max_len)."""
+  step = -(-max_len // num_buckets)
+  return sorted({min(max_len, -(-(step * (i + 1)) // 8) * 8) for i in range(num_buckets)})
+
+
+def encode_sources(texts: Sequence[str], tokenizer: Tokenizer, max_len: int,
+                   line_numbers: Optional[Sequence[int]] = None) -> list[list[int]]:
+  """Token ids + EOS per line; lines longer than max_len are truncated with one warning each."""
+  out = []
+  for i, text in enumerate(texts):
+    ids = tokenizer.encode(text)
+    if len(ids) + 1 > max_len:
+      print(f'WARNING: input line {line_numbers[i] if line_numbers else i + 1} has {len(ids)} tokens, more than the '
+            f'model maximum {max_len - 1}; truncated.', file=sys.stderr, flush=True)
+      ids = ids[:max_len - 1]
+    out.append(ids + [tokenizer.eos_id])
+  return out
+
+
+def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int,
+                    first_line: int = 1) -> tuple[list[str], dict[str, np.ndarray]]:
+  """Translate `texts` in order. Returns (translations, aux stats per sentence).
+
+  run: a nat_jax.runs.Run (or any object with config, tokenizer, params). Empty / whitespace-only
+  lines translate to ''. `first_line` numbers the lines in warnings.
+  """
+  cfg, tok = run.config, run.tokenizer
+  outputs = [''] * len(texts)
+  aux_all: dict[str, np.ndarray] = {}
+  keep = [i for i, t in enumerate(texts) if t.strip()]
+  seqs = encode_sources([texts[i] for i in keep], tok, cfg.max_len, [first_line + i for i in keep])
+  for idx, src in inference_batches(seqs, rows, source_lengths(cfg.max_len, cfg.num_buckets)):
+    out = decode_fn(run.params, src)
+    tokens = np.asarray(jax.device_get(out.tokens))
+    aux = {k: np.asarray(v) for k, v in jax.device_get(out.aux).items()}
+    for row, j in enumerate(idx):
+      if j < 0:
+        continue
+      outputs[keep[j]] = tok.decode(tokens[row])
+      for k, v in aux.items():
+        aux_all.setdefault(k, np.zeros(len(texts), v.dtype))[keep[j]] = v[row]
+  return outputs, aux_all

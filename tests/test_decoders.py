@@ -1,0 +1,243 @@
+"""Decoders on hand-written views (no network): a Markov-chain LeftToRightScorer and a table-driven
+GraphPredictor, against plain-Python references and brute-force enumeration; the registry's
+Protocol matching; the one attention-mask function against its docstring's example matrices."""
+import itertools
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from nat_jax import decode
+from nat_jax.decode import Graph, GraphPredictor, LeftToRightScorer
+from nat_jax.decode.beam import length_penalty
+from nat_jax.methods.autoregressive import autoregressive_inputs
+from nat_jax.models.layers import attention_mask
+from tests.test_dag import dag_greedy_path, dag_lookahead_path
+
+PAD, EOS, BOS = 0, 1, 2
+
+
+@flax.struct.dataclass
+class MarkovScorer:
+  """Slot s scores table[token at slot s - z, token at slot s] (slot s - z < 0: BOS): a second-order
+  chain whose older token comes from the cache, so cache writes and beam reordering matter. A pytree,
+  so it goes through jit as the "parameters" of `ViewMethod`."""
+  table: Any           # f32[V, V, V] logits
+  max_len: int = flax.struct.field(pytree_node=False)
+  tokens_per_step: int = flax.struct.field(pytree_node=False, default=1)
+
+  def encode(self, src):
+    return {'rows': jnp.zeros((src.shape[0],), jnp.int32)}
+
+  def init_cache(self, enc, num_slots: int):
+    return {'tokens': jnp.full((enc['rows'].shape[0], num_slots), BOS, jnp.int32)}
+
+  def step_logits(self, enc, cache, tokens, start):
+    written = jax.lax.dynamic_update_slice_in_dim(cache['tokens'], tokens, start, axis=1)  # [B, C]
+    slots = start + jnp.arange(tokens.shape[1])  # [T]
+    older = jnp.take(written, jnp.maximum(slots - self.tokens_per_step, 0), axis=1)  # [B, T]
+    older = jnp.where(slots[None] >= self.tokens_per_step, older, BOS)
+    return self.table[older, tokens], {'tokens': written}
+
+  def max_decode_len(self, src_len: int) -> int:
+    return self.max_len
+
+
+class ViewMethod:
+  """A stand-in method that offers hand-written views (params = the view itself)."""
+  name = 'hand-written'
+
+  def __init__(self, protocol):
+    self.protocol = protocol
+
+  def views(self):
+    return {self.protocol: lambda params: params}
+
+
+def run(view, name, src, **options):
+  method = ViewMethod(LeftToRightScorer if isinstance(view, MarkovScorer) else GraphPredictor)
+  fn = decode.make_decode_fn(method, name, decode.parse_options(name, {k: str(v) for k, v in options.items()}))
+  return fn(view, src)
+
+
+def markov(vocab: int, seed: int, max_len: int, z: int = 1, scale: float = 3.0) -> MarkovScorer:
+  table = np.random.default_rng(seed).normal(size=(vocab, vocab, vocab)) * scale
+  return MarkovScorer(jnp.asarray(table, jnp.float32), max_len, z)
+
+
+def log_softmax(x):
+  x = np.asarray(x, np.float64)
+  return x - np.max(x) - np.log(np.sum(np.exp(x - np.max(x))))
+
+
+def reference_greedy(table, max_len: int, z: int):
+  """Plain-Python greedy over the slot layout of LeftToRightScorer: step k feeds slots kz..kz+z-1
+  (z start slots of BOS, then the outputs) and appends the argmax of each; stop at the first EOS."""
+  seq, out, logp = [BOS] * z, [], 0.0
+  for step in range(-(-max_len // z)):
+    preds = []
+    for s in range(step * z, step * z + z):
+      older = seq[s - z] if s >= z else BOS
+      lp = log_softmax(table[older, seq[s]])
+      preds.append((int(np.argmax(lp)), float(np.max(lp))))
+    seq += [t for t, _ in preds]
+    for t, lp in preds:
+      out.append(t)
+      logp += lp
+      if t == EOS:
+        return out, logp
+  return out, logp
+
+
+def sequence_logp(table, seq) -> float:
+  older, prev, total = BOS, BOS, 0.0
+  for t in seq:
+    total += log_softmax(table[older, prev])[t]
+    older, prev = prev, t
+  return total
+
+
+@pytest.mark.parametrize('z', [1, 2, 3])
+def test_greedy_follows_the_chain(z):
+  src = jnp.ones((4, 3), jnp.int32)
+  for seed in range(4):
+    view = markov(6, seed, max_len=7, z=z)
+    out = run(view, 'greedy', src)
+    want, logp = reference_greedy(np.asarray(view.table), 7, z)
+    for row in range(4):  # every row is the same chain
+      got = np.asarray(out.tokens[row]).tolist()
+      assert got[:len(want)] == want and not any(got[len(want):]), (z, seed, got, want)
+      assert int(out.aux['steps'][row]) == len(want)
+      np.testing.assert_allclose(float(out.scores[row]), logp, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('alpha', [0.0, 1.0])
+def test_beam_equals_brute_force(alpha):
+  """Beam wide enough to keep every prefix = the best of all finished sequences by logp / lp."""
+  vocab, t_max = 4, 4
+  view = markov(vocab, 7, max_len=t_max, scale=1.5)
+  table = np.asarray(view.table)
+  out = run(view, 'beam', jnp.ones((2, 3), jnp.int32), beam_size=(vocab - 1) ** (t_max - 1), alpha=alpha)
+  non_eos = [t for t in range(vocab) if t != EOS]
+  candidates = [list(p) + [EOS] for n in range(t_max) for p in itertools.product(non_eos, repeat=n)]
+  scores = [sequence_logp(table, c) / length_penalty(len(c), alpha) for c in candidates]
+  best = candidates[int(np.argmax(scores))]
+  for row in range(2):
+    got = np.asarray(out.tokens[row]).tolist()
+    assert got[:len(best)] == best and not any(got[len(best):])
+    np.testing.assert_allclose(float(out.scores[row]), max(scores), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('name,options', [('jacobi_pj', {}), ('jacobi_pgj', {'block_size': 2}),
+                                          ('jacobi_pgj', {'block_size': 3}), ('jacobi_hgj', {'block_size': 3})])
+def test_jacobi_equals_greedy_on_the_chain(name, options):
+  src = jnp.ones((3, 2), jnp.int32)
+  for seed in range(6):
+    view = markov(5, seed, max_len=9)
+    greedy, jac = run(view, 'greedy', src), run(view, name, src, **options)
+    np.testing.assert_array_equal(np.asarray(jac.tokens), np.asarray(greedy.tokens))
+    np.testing.assert_allclose(np.asarray(jac.scores), np.asarray(greedy.scores), rtol=1e-5, atol=1e-5)
+    assert (np.asarray(jac.aux['iterations']) <= np.asarray(greedy.aux['steps'])).all()
+
+
+@pytest.mark.parametrize('name', ['beam', 'jacobi_pgj'])
+def test_one_token_decoders_refuse_several_tokens_per_step(name):
+  with pytest.raises(ValueError, match='one token per step'):
+    run(markov(5, 0, max_len=6, z=2), name, jnp.ones((1, 2), jnp.int32))
+
+
+@flax.struct.dataclass
+class TableGraphs:
+  """GraphPredictor of fixed graphs: hidden = vertex index, log P(y | v) read from a table."""
+  log_trans: Any       # f32[B, L, L]
+  log_probs: Any       # f32[B, L, V]
+  graph_lengths: Any   # i32[B]
+  max_len: int = flax.struct.field(pytree_node=False)
+
+  def predict_graph(self, src) -> Graph:
+    b, size = self.log_probs.shape[:2]
+    hidden = jnp.broadcast_to(jnp.arange(size, dtype=jnp.float32)[None, :, None], (b, size, 1))
+    return Graph(hidden=hidden, log_trans=self.log_trans, graph_lengths=self.graph_lengths)
+
+  def vertex_log_probs(self, hidden):
+    index = hidden[..., 0].astype(jnp.int32)  # [B, K]
+    return jax.vmap(lambda table, rows: table[rows])(self.log_probs, index)  # [B, K, V]
+
+  def max_decode_len(self, src_len: int) -> int:
+    return self.max_len
+
+
+def random_graphs(seed: int, batch: int = 5, size: int = 9, vocab: int = 7):
+  rng = np.random.default_rng(seed)
+  lengths = np.array([9, 6, 2, 1, 4])[:batch]
+  v = np.arange(size)
+  mask = (v[:, None] < v[None, :])[None] & (v[None, None, :] < lengths[:, None, None])
+  logits = np.where(mask, rng.normal(size=(batch, size, size)) * 2, -1e9)
+  log_trans = logits - np.log(np.maximum(np.sum(np.exp(logits - logits.max(-1, keepdims=True)), -1, keepdims=True),
+                                         1e-30)) - logits.max(-1, keepdims=True)
+  log_probs = jax.nn.log_softmax(jnp.asarray(rng.normal(size=(batch, size, vocab)) * 2, jnp.float32))
+  return jnp.asarray(log_trans, jnp.float32), log_probs, jnp.asarray(lengths, jnp.int32)
+
+
+@pytest.mark.parametrize('seed', [0, 1])
+def test_dag_decoders_on_a_hand_written_graph(seed):
+  """The registered DAG decoders on a GraphPredictor without a model = the pure path functions."""
+  log_trans, log_probs, lengths = random_graphs(seed)
+  view = TableGraphs(log_trans, log_probs, lengths, max_len=9)
+  src = jnp.ones((5, 4), jnp.int32)
+  for name, (want, want_len) in (('dag_greedy', dag_greedy_path(log_trans, log_probs, lengths)),
+                                 ('dag_lookahead', dag_lookahead_path(log_trans, log_probs, lengths)),
+                                 ('dag_joint_viterbi', decode.dag.joint_viterbi(log_trans, log_probs, lengths, 1.0))):
+    out = run(view, name, src)
+    for r in range(5):
+      seq = np.asarray(want[r, :want_len[r]]).tolist()
+      if EOS in seq:
+        seq = seq[:seq.index(EOS) + 1]
+      got = np.asarray(out.tokens[r]).tolist()
+      assert got[:len(seq)] == seq and not any(got[len(seq):]), (name, r, got, seq)
+
+
+def test_decoders_follow_the_views_a_method_offers(corpus):
+  from nat_jax.methods import get_method
+  from tests.test_dat import dat_config
+  from tests.conftest import tiny_config
+  at, dat = get_method(tiny_config(corpus), 50), get_method(dat_config(), 50)
+  assert decode.decoders_for(at) == ['beam', 'greedy', 'jacobi_pj', 'jacobi_pgj', 'jacobi_hgj']
+  assert decode.decoders_for(dat) == ['dag_greedy', 'dag_lookahead', 'dag_joint_viterbi']
+  with pytest.raises(ValueError, match="needs a GraphPredictor.*'at'.*greedy"):
+    decode.make_decode_fn(at, 'dag_greedy', {'remove_repeats': False})
+  with pytest.raises(ValueError, match="needs a LeftToRightScorer.*'dat'.*dag_greedy"):
+    decode.make_decode_fn(dat, 'beam', decode.parse_options('beam', {}))
+
+
+def brute_mask(groups, valid, query_groups):
+  return np.array([[g_k <= q and v for g_k, v in zip(groups, valid)] for q in query_groups], bool)
+
+
+def test_attention_mask_docstring_examples_and_definition():
+  causal = attention_mask(jnp.arange(4))
+  np.testing.assert_array_equal(causal, np.tril(np.ones((4, 4), bool)))
+  full = attention_mask(jnp.zeros(4, jnp.int32), jnp.array([True, True, True, False]))
+  np.testing.assert_array_equal(full, np.tile([True, True, True, False], (4, 1)))
+  block = attention_mask(jnp.array([0, 0, 1, 1]))
+  np.testing.assert_array_equal(block, [[1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]])
+  cached = attention_mask(jnp.arange(5), query_groups=jnp.array([2, 3]))
+  np.testing.assert_array_equal(cached, [[1, 1, 1, 0, 0], [1, 1, 1, 1, 0]])
+  rng = np.random.default_rng(0)
+  for _ in range(20):  # batched, random groups and validity, against the definition
+    groups, qgroups = rng.integers(0, 4, (3, 6)), rng.integers(0, 4, (3, 5))
+    valid = rng.random((3, 6)) < 0.7
+    got = np.asarray(attention_mask(jnp.asarray(groups), jnp.asarray(valid), query_groups=jnp.asarray(qgroups)))
+    for b in range(3):
+      np.testing.assert_array_equal(got[b], brute_mask(groups[b], valid[b], qgroups[b]))
+
+
+def test_autoregressive_inputs_one_row():
+  inputs = autoregressive_inputs(jnp.array([[5, 6, EOS, 0]]))
+  np.testing.assert_array_equal(inputs.tokens, [[BOS, 5, 6, EOS]])
+  np.testing.assert_array_equal(inputs.positions, [[0, 1, 2, 3]])
+  np.testing.assert_array_equal(inputs.targets, [[5, 6, EOS, 0]])
+  np.testing.assert_array_equal(inputs.self_mask()[0], np.tril(np.ones((4, 4), bool)))
