@@ -39,7 +39,7 @@ def first_batch(run, rows: int):
 def main(_):
   cli.quiet_logs()
   run = load_run(FLAGS.workdir)
-  params, build = run.params, run.method.views()[LeftToRightScorer]
+  params, build = run.params, decode.method_view(run.method, LeftToRightScorer, 'decode_speed')
   encode = jax.jit(lambda p, src: build(p).encode(src))
   step = jax.jit(lambda p, enc, cache, tokens, start: build(p).step_logits(enc, cache, tokens, start))
   print('| decoder | rows | decode (ms) | encoder (ms) | one step (ms) | iterations | loop / (step x iterations) | (loop - encoder) / (step x iterations) |')

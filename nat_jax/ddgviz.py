@@ -20,7 +20,7 @@ import numpy as np
 
 from nat_jax import cli
 from nat_jax.data import Tokenizer
-from nat_jax.decode import LeftToRightScorer, jacobi
+from nat_jax.decode import LeftToRightScorer, jacobi, method_view
 from nat_jax.translation import encode_sources
 
 
@@ -62,9 +62,7 @@ def build_grid(states, output, piece) -> Grid:
 def trace_sentence(run, text: str, algorithm: str, block_size: int, max_len: int) -> Grid:
   """Decode one sentence with the traced Jacobi iteration and build its grid."""
   src = np.asarray(encode_sources([text], run.tokenizer, run.config.max_len), np.int32)  # [1, S]
-  build = run.method.views().get(LeftToRightScorer)
-  if build is None:
-    raise ValueError(f'DDGviz traces Jacobi decoding, which needs a left-to-right model; {run.method.name!r} is not.')
+  build = method_view(run.method, LeftToRightScorer, 'DDGviz (Jacobi decoding)')
   states, output = jacobi.trace_jacobi(build, run.params, src, max_len=max_len,
                                        **jacobi.algorithm_options(algorithm, block_size))
   return build_grid(states, output, lambda t: SPECIAL_PIECES.get(t) or run.tokenizer.decode([t]) or '_')

@@ -364,7 +364,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
   abstract_state, state_sh = state_shardings(method, tx, first, mesh)
   ckpt = checkpoint.Checkpointer(workdir, config.keep_checkpoints, config.keep_best)
   try:
-    state, start = initial_state(config, method, tx, batches(0), mesh, state_sh, abstract_state, ckpt, lead)
+    state, start = initial_state(config, method, tx, first, mesh, state_sh, abstract_state, ckpt, lead)
     if lead:
       n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
       print(f'Model: {config.model.method}, {n_params / 1e6:.2f}M parameters.', flush=True)

@@ -11,7 +11,7 @@ A new decoder is a function `fn(view, src, **options) -> DecodeOutput` registere
 whose `views()` offers that Protocol.
 """
 from nat_jax.decode.interfaces import DecodeOutput, Graph, GraphPredictor, LeftToRightScorer
-from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, decoders_for, make_decode_fn, parse_options,
-                                     register_decoder)
+from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, decoders_for, make_decode_fn, method_view,
+                                     parse_options, register_decoder)
 
 from nat_jax.decode import beam, dag, greedy, jacobi  # noqa: E402,F401  (register decoders)

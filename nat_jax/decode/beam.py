@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
-from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
+from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer, require_one_token_per_step
 from nat_jax.decode.lengths import resolve_max_len, through_first_eos
 from nat_jax.decode.registry import register_decoder
 from nat_jax.models.layers import NEG_INF
@@ -86,9 +86,7 @@ def beam_step(scorer: LeftToRightScorer, enc, state: BeamState, alpha: float) ->
 def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = 0.6,
                 max_len: int = 0) -> DecodeOutput:
   """Best finished hypothesis per row by logp / lp(length) (length counts EOS)."""
-  if scorer.tokens_per_step != 1:
-    raise ValueError(f'beam decodes one token per step; this model takes {scorer.tokens_per_step} '
-                     f'(use a decoder that handles several tokens per step, e.g. greedy).')
+  require_one_token_per_step(scorer, 'beam')
   t_max = resolve_max_len(scorer, src, max_len)
   b, k = src.shape[0], beam_size
   enc = add_beam_dim(scorer.encode(src), k)  # [B*K, ...]

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
-from nat_jax.decode.lengths import resolve_max_len
+from nat_jax.decode.lengths import resolve_max_len, through_first_eos
 from nat_jax.decode.registry import register_decoder
 
 
@@ -28,12 +28,6 @@ class GreedyState:
   cache: Any
 
 
-def before_first_eos(tokens: jax.Array) -> jax.Array:
-  """tokens i32[B, z] -> bool[B, z]: no EOS among the earlier slots of the step."""
-  is_eos = (tokens == Tokenizer.eos_id).astype(jnp.int32)
-  return (jnp.cumsum(is_eos, axis=1) - is_eos) == 0
-
-
 def greedy_step(scorer: LeftToRightScorer, enc, state: GreedyState) -> GreedyState:
   """One decoding step: feed the step's z slots, append the argmax of each prediction."""
   z = scorer.tokens_per_step
@@ -43,7 +37,7 @@ def greedy_step(scorer: LeftToRightScorer, enc, state: GreedyState) -> GreedySta
   logp = jax.nn.log_softmax(logits.reshape(-1, logits.shape[-1]).astype(jnp.float32))  # [B*z, V]
   nxt = jnp.argmax(logp, axis=-1).astype(jnp.int32).reshape(inputs.shape)  # [B, z]
   best = jnp.max(logp, axis=-1).reshape(inputs.shape)  # [B, z]
-  live = ~state.done[:, None] & before_first_eos(nxt)  # [B, z]: tokens the row keeps
+  live = ~state.done[:, None] & through_first_eos(nxt)[0]  # [B, z]: tokens the row keeps
   nxt = jnp.where(live, nxt, 0)
   tokens = jax.lax.dynamic_update_slice_in_dim(state.tokens, nxt, start + z, axis=1)
   return GreedyState(

@@ -44,6 +44,13 @@ class LeftToRightScorer(Protocol):
     """Output-length bound for a padded source width (static, so a few shapes compile)."""
 
 
+def require_one_token_per_step(scorer: LeftToRightScorer, decoder: str):
+  """Decoders that extend a hypothesis one token at a time (beam, Jacobi) refuse other scorers."""
+  if scorer.tokens_per_step != 1:
+    raise ValueError(f'{decoder} decodes one token per step; this model takes {scorer.tokens_per_step} '
+                     f'(use a decoder that handles several tokens per step, e.g. greedy).')
+
+
 @flax.struct.dataclass
 class Graph:
   """A predicted DA-Transformer graph (nat_jax.decode.dag)."""

@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
-from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
+from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer, require_one_token_per_step
 from nat_jax.decode.lengths import resolve_max_len, through_first_eos
 from nat_jax.decode.registry import register_decoder
 
@@ -135,8 +135,7 @@ def finish(state: JacobiState, t_max: int) -> DecodeOutput:
 
 def block_plan(scorer: LeftToRightScorer, src, block_size: int, max_len: int) -> tuple[int, int]:
   """Static (block width, t_max) for a source batch: block_size <= 0 means one block (PJ)."""
-  if scorer.tokens_per_step != 1:
-    raise ValueError(f'Jacobi decoding here iterates one token per step; this model takes {scorer.tokens_per_step}.')
+  require_one_token_per_step(scorer, 'Jacobi decoding')
   t_max = resolve_max_len(scorer, src, max_len)
   return (t_max if block_size <= 0 else min(block_size, t_max)), t_max
 

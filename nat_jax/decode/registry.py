@@ -54,13 +54,20 @@ def decoders_for(method) -> list[str]:
   return [name for name, d in DECODERS.items() if d.needs in offered]
 
 
+def method_view(method, protocol: type, user: str) -> Callable[[Any], Any]:
+  """build(params) -> the method's view implementing `protocol`; a clear error naming `user` (who
+  needs it) and the method's decoders when it offers none."""
+  build = method.views().get(protocol)
+  if build is None:
+    raise ValueError(f'{user} needs a {protocol.__name__}, which method {method.name!r} does not offer; '
+                     f'its decoders: {decoders_for(method)}.')
+  return build
+
+
 def make_decode_fn(method, name: str, options: dict[str, Any]) -> Callable[[Any, jax.Array], DecodeOutput]:
   """jit(params, src i32[B, S]) -> DecodeOutput: decoder `name` on the method's view of `params`."""
   decoder = DECODERS[name]
-  build = method.views().get(decoder.needs)
-  if build is None:
-    raise ValueError(f'Decoder {name!r} needs a {decoder.needs.__name__}, which method {method.name!r} does not '
-                     f'offer; its decoders: {decoders_for(method)}.')
+  build = method_view(method, decoder.needs, f'Decoder {name!r}')
   return jax.jit(lambda params, src: decoder.fn(build(params), src, **options))
 
 
