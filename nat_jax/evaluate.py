@@ -21,7 +21,7 @@ from nat_jax import cli, decode
 from nat_jax.data import load_split
 from nat_jax.scoring import score_translations
 from nat_jax.timing import machine, timed
-from nat_jax.translation import source_lengths, translate_texts
+from nat_jax.translation import encode_sources, source_lengths, translate_texts
 
 flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
 flags.DEFINE_list('decoders', ['greedy', 'beam'], 'Comma-separated decoder names.')
@@ -36,12 +36,19 @@ FLAGS = flags.FLAGS
 DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
 
 
-def warm_up(run, decode_fn, rows: int):
-  """Compile every (rows, length) shape the decoder will see, so timings exclude compilation."""
-  for length in source_lengths(run.config.max_len, run.config.num_buckets):
+def warm_up(run, decode_fn, rows: int, sources: list[str]):
+  """Compile every (rows, length) shape the decoder will see on `sources`, so timings exclude compilation."""
+  for length in used_widths(run, sources):
     src = np.zeros((rows, length), np.int32)
     src[:, 0] = run.tokenizer.eos_id
     jax.block_until_ready(decode_fn(run.params, src).tokens)
+
+
+def used_widths(run, sources: list[str]) -> list[int]:
+  """The padded source widths (nat_jax.translation.source_lengths) that `sources` fall into."""
+  widths = source_lengths(run.config.max_len)
+  sizes = [len(ids) for ids in encode_sources(sources, run.tokenizer, run.config.max_len)]
+  return sorted({widths[int(np.searchsorted(widths, n))] for n in sizes})
 
 
 def evaluate_decoder(run, name: str, overrides: dict[str, str], examples, *, batch_size: int = 64,
@@ -51,14 +58,14 @@ def evaluate_decoder(run, name: str, overrides: dict[str, str], examples, *, bat
   compiled first; plus the mean of each per-sentence statistic the decoder reports."""
   decode_fn, options = decode.build_decoder(run.method, name, overrides)
   sources = [e.source for e in examples]
-  warm_up(run, decode_fn, batch_size)
+  warm_up(run, decode_fn, batch_size, sources)
   (hyps, aux), seconds = timed(lambda: translate_texts(run, sources, decode_fn, batch_size))
   result = {'decoder': name, 'options': options, 'sentences': len(sources), **score_translations(hyps, examples),
             'sentences_per_s_batch': round(len(sources) / seconds, 2), 'batch_size': batch_size}
   for key, values in aux.items():
     result[f'mean_{key}'] = round(float(np.mean(values)), 3)
   if latency_sentences:
-    warm_up(run, decode_fn, 1)
+    warm_up(run, decode_fn, 1, sources[:latency_sentences])
     times = [timed(lambda: translate_texts(run, [text], decode_fn, 1))[1] for text in sources[:latency_sentences]]
     result['latency_ms_batch1_median'] = round(1000 * float(np.median(times)), 2)
     result['latency_ms_batch1_mean'] = round(1000 * float(np.mean(times)), 2)

@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from nat_jax import checkpoint, cli, sharding
 from nat_jax.data import TrainBatches, bucket_shapes, encode_pairs, load_or_train_tokenizer, load_split
+from nat_jax.data.distilled import distilled_pairs, read_teacher_translations
 from nat_jax.decode import build_decoder
 from nat_jax.methods import get_method
 from nat_jax.runs import CONFIG_FILE, TOKENIZER_FILE, Run, load_run
@@ -185,6 +186,28 @@ def evaluate_bleu(run, decode_fn, examples, rows: int) -> tuple[dict[str, Any], 
   """(BLEU/chrF against the first and all references, translations) of `examples`' sources."""
   hyps, _ = translate_texts(run, [e.source for e in examples], decode_fn, rows)
   return score_translations(hyps, examples), hyps
+
+
+def training_batches(config, examples, tokenizer, shapes) -> tuple[TrainBatches, str]:
+  """The training batches (raw references, or the teacher translations of data.distill_dir mixed
+  with raw references at data.raw_prob) and a one-line description for the log."""
+  distill_dir, raw_prob = config.data.get('distill_dir', ''), config.data.get('raw_prob', 0.0)
+  where = (jax.process_index(), jax.process_count())
+  if not distill_dir:
+    if raw_prob:
+      raise ConfigError(f'data.raw_prob={raw_prob} mixes raw references into distilled targets, but '
+                        'data.distill_dir is empty; set it to a directory written by nat_jax.distill.')
+    pairs, dropped = encode_pairs(examples, tokenizer, config.max_len)
+    return (TrainBatches(pairs, shapes, config.seed, *where),
+            f'{len(pairs)} training pairs ({dropped} longer than max_len={config.max_len} dropped)')
+  teacher = read_teacher_translations(distill_dir, 'train', examples)
+  pairs, raw_targets, counts = distilled_pairs(examples, teacher, tokenizer, config.max_len)
+  if not pairs:
+    raise ConfigError(f'No distilled training pair fits max_len={config.max_len}.')
+  batches = TrainBatches(pairs, shapes, config.seed, *where, raw_targets=raw_targets, raw_prob=raw_prob)
+  return batches, (f'{len(pairs)} training pairs with teacher targets from {distill_dir} (raw reference kept with '
+                   f'probability {raw_prob}; {counts["empty_teacher"]} empty teacher translations replaced by the '
+                   f'reference; {counts["dropped"]} longer than max_len={config.max_len} dropped)')
 
 
 def adopt_tokenizer(init_from: str, workdir: str):
@@ -349,12 +372,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
   mesh = sharding.make_mesh(config.mesh.model_parallel)
   shapes = bucket_shapes(config.max_len, config.tokens_per_batch, config.num_buckets,
                          row_multiple=int(np.lcm(mesh.shape['data'], jax.process_count())))
-  pairs, dropped = encode_pairs(splits['train'], tokenizer, config.max_len)
-  batches = TrainBatches(pairs, shapes, config.seed, jax.process_index(), jax.process_count())
+  batches, described = training_batches(config, splits['train'], tokenizer, shapes)
   val_pairs, _ = encode_pairs(splits['validation'], tokenizer, config.max_len)
   val_batches = TrainBatches(val_pairs, shapes, config.seed, jax.process_index(), jax.process_count())
   if lead:
-    print(f'Data: {len(pairs)} training pairs ({dropped} longer than max_len={config.max_len} dropped), '
+    print(f'Data: {described}, '
           f'{len(splits["validation"])} validation, {len(splits["test"])} test; vocab {tokenizer.vocab_size}; '
           f'batch shapes (rows, length) {shapes}; mesh {dict(mesh.shape)} over {jax.device_count()} devices, '
           f'{jax.process_count()} process(es).', flush=True)

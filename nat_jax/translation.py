@@ -15,10 +15,17 @@ import numpy as np
 from nat_jax.data import Tokenizer, inference_batches
 
 
-def source_lengths(max_len: int, num_buckets: int) -> list[int]:
-  """The few padded source widths inference compiles for (multiples of 8 up to max_len)."""
-  step = -(-max_len // num_buckets)
-  return sorted({min(max_len, -(-(step * (i + 1)) // 8) * 8) for i in range(num_buckets)})
+SOURCE_WIDTH_STEP = 8
+
+
+def source_lengths(max_len: int) -> list[int]:
+  """The padded source widths inference compiles for: every multiple of 8 below max_len, and max_len.
+
+  A batch is padded at most 7 tokens past its longest source, so the encoder (and a
+  DA-Transformer's graph of lambda x width vertices) stays close to the real length, for at most
+  max_len / 8 compiled shapes, each compiled only when a batch needs it.
+  """
+  return sorted({*range(SOURCE_WIDTH_STEP, max_len, SOURCE_WIDTH_STEP), max_len})
 
 
 def encode_sources(texts: Sequence[str], tokenizer: Tokenizer, max_len: int,
@@ -47,7 +54,7 @@ def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int,
   aux_all: dict[str, np.ndarray] = {}
   keep = [i for i, t in enumerate(texts) if t.strip()]
   seqs = encode_sources([texts[i] for i in keep], tok, cfg.max_len, [first_line + i for i in keep])
-  for idx, src in inference_batches(seqs, rows, source_lengths(cfg.max_len, cfg.num_buckets)):
+  for idx, src in inference_batches(seqs, rows, source_lengths(cfg.max_len)):
     out = decode_fn(run.params, src)
     tokens = np.asarray(jax.device_get(out.tokens))
     aux = {k: np.asarray(v) for k, v in jax.device_get(out.aux).items()}

@@ -136,6 +136,33 @@ def test_forms_agree_on_peaky_inputs():
     np.testing.assert_allclose(got, want, atol=1e-5)
 
 
+def test_forced_alignment_brute_force(graph):
+  """force_alignment (glancing, NLL): the likelihood sums only the paths that put each glanced
+  position on its aligned vertex, scored without the glanced emissions; glanced emissions get no
+  gradient, and changing them changes nothing."""
+  from nat_jax.methods.dag import force_alignment
+  log_trans, log_emit, tlen, glen = _j(graph)
+  align = dag.dag_best_alignment(log_trans, log_emit, tlen, glen)  # [B, M]
+  glanced = (align >= 0) & (jnp.arange(M)[None, :] % 2 == 1)  # positions 1 and 3 of every possible row
+  loss = lambda emit: dag.dag_log_likelihood(log_trans, force_alignment(emit, align, glanced), tlen, glen)
+  ll = np.asarray(loss(log_emit))
+  for b in range(len(GRAPH)):
+    t, g_b = TARGET[b], np.asarray(glanced[b])
+    want = [_path_log_prob(graph['log_trans'][b], a) + sum(graph['log_emit'][b, a[m], m] for m in range(t)
+                                                           if not g_b[m])
+            for a in _paths(GRAPH[b], t) if all(a[m] == align[b, m] for m in range(t) if g_b[m])] if t else []
+    if want:
+      np.testing.assert_allclose(ll[b], np.logaddexp.reduce(want), rtol=1e-5, atol=1e-5)
+    else:
+      assert ll[b] == -np.inf
+  assert np.asarray(glanced).sum() >= 4
+  grad = np.asarray(jax.grad(lambda e: jnp.sum(jnp.where(jnp.isfinite(loss(e)), loss(e), 0.0)))(log_emit))
+  assert np.all(grad[np.broadcast_to(np.asarray(glanced)[:, None, :], grad.shape)] == 0.0)
+  assert np.abs(grad).sum() > 0
+  shaken = log_emit + jnp.where(glanced[:, None, :], 3.0 * jax.random.normal(jax.random.PRNGKey(1), log_emit.shape), 0)
+  np.testing.assert_array_equal(np.asarray(loss(shaken)), ll)
+
+
 def test_best_alignment(graph):
   got = np.asarray(jax.jit(dag.dag_best_alignment)(*_j(graph)))
   for b in range(len(GRAPH)):
@@ -305,8 +332,27 @@ def test_long_paths_follow_the_reference(max_steps):
   assert max(len(_reference_follow(log_trans[b], bonus[b], g)) for b, g in enumerate(lengths)) > 16
 
 
-def test_remove_repeats():
-  tokens = jnp.array([[4, 4, 5, 5, 5, 4], [7, 7, 7, 9, 9, 0], [3, 3, 0, 0, 0, 0]])
-  out, n = jax.jit(dag_decode.remove_repeats)(tokens, jnp.array([6, 4, 0]))
-  np.testing.assert_array_equal(n, [3, 2, 0])
-  np.testing.assert_array_equal(out, [[4, 5, 4, 0, 0, 0], [7, 9, 0, 0, 0, 0], [0] * 6])
+def reference_text_tokens(tokens, dedup, limit):
+  """Plain-Python reference decoder post-processing: drop repeats (token equal to the one before it
+  on the path), then BOS/EOS/PAD, keep limit - 1 tokens, then EOS."""
+  kept = [t for k, t in enumerate(tokens) if not (dedup and k and tokens[k - 1] == t)]
+  kept = [t for t in kept if t not in (0, 1, 2)][:limit - 1]
+  return kept + [1]
+
+
+@pytest.mark.parametrize('dedup', [True, False])
+def test_clean_path_tokens_on_hand_built_paths(dedup):
+  """Hand-built path tokens (BOS=2, EOS=1, PAD=0): repeats collapse before the length cap, the
+  special tokens leave the text, EOS closes it; padding past a path's length is ignored."""
+  paths = [[2, 7, 7, 7, 5, 5, 1], [2, 9, 1, 9, 9, 1, 0], [2, 1, 0, 0, 0, 0, 0], [2, 4, 4, 4, 4, 4, 4],
+           [2, 8, 8, 6, 6, 3, 1]]
+  lengths = [7, 6, 2, 7, 7]
+  limit = 4
+  out, n = jax.jit(dag_decode.clean_path_tokens, static_argnums=(2, 3))(
+      jnp.array(paths), jnp.array(lengths), dedup, limit)
+  for b, (path, length) in enumerate(zip(paths, lengths)):
+    want = reference_text_tokens(path[:length], dedup, limit)
+    assert out[b].tolist() == want + [0] * (limit - len(want)), (b, out[b])
+    assert int(n[b]) == len(want) - 1
+  if dedup:  # the cap applies after removing repeats: 4 4 4 4 4 4 is one token, 8 8 6 6 3 three
+    assert out[3].tolist() == [4, 1, 0, 0] and out[4].tolist() == [8, 6, 3, 1]

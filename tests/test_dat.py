@@ -12,15 +12,16 @@ import pytest
 
 from nat_jax import decode, train
 from nat_jax.config_defaults import base_config
+from nat_jax.data.tokenizer import BOS_ID, EOS_ID
 from nat_jax.decode.dag import joint_viterbi
 from nat_jax.methods import dag, get_method
 from nat_jax.methods.dag import glance_inputs, glance_ratio
-from nat_jax.models.dag_transformer import TransitionHead
+from nat_jax.models.dag_transformer import TransitionHead, vertex_end_tokens
 from nat_jax.models.layers import NEG_INF
 from nat_jax.runs import load_run
 from nat_jax.translation import translate_texts
 from tests.conftest import tiny_config, with_overrides
-from tests.test_dag import dag_greedy_path, dag_lookahead_path
+from tests.test_dag import dag_greedy_path, dag_lookahead_path, reference_text_tokens
 
 
 def dat_config(**overrides):
@@ -41,11 +42,13 @@ def test_transition_head_matches_the_gated_formula(band):
   b, size, d, heads = 2, 6, 8, 2
   hidden = jax.random.normal(jax.random.PRNGKey(0), (b, size, d))
   lengths = jnp.array([6, 4])
-  head = TransitionHead(heads, d, band)
+  head = TransitionHead(heads, d, size + 3, band)
   params = nn.meta.unbox(head.init(jax.random.PRNGKey(1), hidden, lengths))['params']
   got = np.asarray(head.apply({'params': params}, hidden, lengths))
-  # Second implementation, loops in numpy: per head softmax over allowed j, mixed by the gate.
-  x = np.asarray(hidden, np.float64)
+  # Second implementation, loops in numpy: features [h; link position], per head softmax over
+  # allowed j, mixed by the gate.
+  positions = np.asarray(params['link_positions'], np.float64)[:size]
+  x = np.concatenate([np.asarray(hidden, np.float64), np.broadcast_to(positions, (b, size, d))], axis=-1)
   q = np.einsum('bld,dhk->blhk', x, params['query']['kernel']) + params['query']['bias']
   k = np.einsum('bld,dhk->blhk', x, params['key']['kernel']) + params['key']['bias']
   g = x @ np.asarray(params['gate']['kernel']) + np.asarray(params['gate']['bias'])
@@ -71,15 +74,43 @@ def test_glancing_count_and_placement():
   hit = jnp.array([[True, False, False, False, False, False], [False] * 6])
   targets = jnp.array([[7, 8, 9, 1, 0, 0], [11, 12, 13, 14, 15, 1]])
   for tau, expected in ((0.0, [0, 0]), (0.5, [2, 3]), (1.0, [3, 6])):  # round((T - correct) * tau)
-    tokens, mask = glance_inputs(jax.random.PRNGKey(0), align, hit, targets, tau, 8)
-    tokens, mask = np.asarray(tokens), np.asarray(mask)
+    tokens, mask, glanced = glance_inputs(jax.random.PRNGKey(0), align, hit, targets, tau, 8)
+    tokens, mask, glanced = np.asarray(tokens), np.asarray(mask), np.asarray(glanced)
     assert mask.sum(1).tolist() == expected
+    for r in range(2):  # the glanced target positions are exactly those put on the masked vertices
+      assert sorted(int(v) for v in np.asarray(align[r])[glanced[r]]) == np.flatnonzero(mask[r]).tolist()
     for r in range(2):
       vertex_of = {int(v): int(t) for v, t in zip(align[r], targets[r]) if v >= 0}
       for v in np.flatnonzero(mask[r]):
         assert tokens[r, v] == vertex_of[v]  # a glanced vertex gets the target token aligned to it
   np.testing.assert_allclose([glance_ratio(s, 0.5, 0.1, 100) for s in (0, 50, 100, 400)], [0.5, 0.3, 0.1, 0.1],
                              atol=1e-6)
+
+
+def test_bos_and_eos_inputs_at_the_first_and_last_vertex():
+  """Every graph length of a padded batch: vertex 0 reads BOS and vertex G - 1 EOS, so their learned
+  graph queries have no effect; the queries of the vertices between them do (brute force on the table)."""
+  size = 7
+  lengths = jnp.arange(1, size + 1)  # G = 1 .. 7 in one padded batch
+  ends = np.asarray(vertex_end_tokens(lengths, size))
+  for b, g in enumerate(np.asarray(lengths)):
+    want = [BOS_ID] + [0] * (size - 1)
+    if g >= 2:
+      want[g - 1] = EOS_ID
+    assert ends[b].tolist() == want
+  method = get_method(dat_config(**{'dat.upsample_scale': 1.0}), 30)
+  src = jnp.tile(jnp.array([[5, 6, 7, 8, 9, 10, 1]]), (size, 1))
+  src = jnp.where(jnp.arange(size)[None, :] < lengths[:, None], src, 0).at[jnp.arange(size), lengths - 1].set(1)
+  params = init(method, src, src)
+  hidden = lambda p: method.predict_graph(p, src).hidden  # [B, L, D]
+  base = np.asarray(hidden(params))
+  for vertex in range(size):
+    moved = jax.tree_util.tree_map(lambda x: x, params)
+    kick = jax.random.normal(jax.random.PRNGKey(vertex), params['graph_queries'].shape[1:])  # not a constant: LN removes those
+    moved['graph_queries'] = params['graph_queries'].at[vertex].add(kick)
+    delta = np.abs(np.asarray(hidden(moved)) - base).max(axis=2)  # [B, L]
+    for b, g in enumerate(np.asarray(lengths)):  # the states of the graph's own vertices (< G)
+      assert (delta[b, :g].max() > 1e-4) == (0 < vertex < g - 1), (vertex, g)
 
 
 def test_pairs_that_do_not_fit_their_graph_are_masked_and_counted():
@@ -89,7 +120,8 @@ def test_pairs_that_do_not_fit_their_graph_are_masked_and_counted():
   batch = {'source': src, 'target': tgt}
   params = init(method, src, tgt)
   sums = method.loss(params, batch, jax.random.PRNGKey(0), deterministic=True)
-  assert float(sums['impossible']) == 1 and float(sums['sentences']) == 1 and float(sums['tokens']) == 3
+  # BOS 8 9 EOS: 4 graph-side tokens on G = 4 vertices; row 1: 6 > G = 2
+  assert float(sums['impossible']) == 1 and float(sums['sentences']) == 1 and float(sums['tokens']) == 4
   grads = jax.grad(lambda p: method.loss(p, batch, jax.random.PRNGKey(0))['loss'])(params)
   assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree_util.tree_leaves(grads))
   # The loss of the valid row alone is the same number.
@@ -117,22 +149,21 @@ def test_registered_decoders_equal_the_graph_functions_on_the_full_graph():
     out = decode.make_decode_fn(method, name, decode.parse_options(name, {}))(params, src)
     want, want_len = np.asarray(want), np.asarray(want_len)
     for r in range(src.shape[0]):
-      seq = want[r, :min(want_len[r], limit)].tolist()
-      if 1 in seq:
-        seq = seq[:seq.index(1) + 1]
+      seq = reference_text_tokens(want[r, :want_len[r]].tolist(), True, limit)
       got = np.asarray(out.tokens[r]).tolist()
       assert got[:len(seq)] == seq and not any(got[len(seq):]), (name, r)
 
 
 def test_tiny_dat_overfits_to_exact_reproduction():
-  """A few pairs (target = a fixed function of the source, up to 1.5x longer), trained with NLL
-  and glancing: every decoder then reproduces every target."""
+  """A few pairs (target = a fixed function of the source, up to 1.5x longer, no token repeated in
+  a row since the decoders remove repeats), trained with NLL and glancing: every decoder then
+  reproduces every target."""
   method = get_method(dat_config(**{'model.d_model': 64, 'model.d_ff': 128, 'dat.upsample_scale': 3.0}), 24)
   rng = np.random.default_rng(1)
   src, tgt = np.zeros((4, 10), np.int32), np.zeros((4, 10), np.int32)
   for r in range(4):
     n = 4 + r
-    words = rng.integers(5, 14, n - 1)
+    words = rng.choice(np.arange(5, 13), n - 1, replace=False)
     src[r, :n] = [*words, 1]
     out = [w + 10 for w in words[::-1]] + [23] * (r % 2)
     tgt[r, :len(out) + 1] = [*out, 1]

@@ -15,7 +15,7 @@ from nat_jax.decode import Graph, GraphPredictor, LeftToRightScorer
 from nat_jax.decode.beam import length_penalty
 from nat_jax.methods.autoregressive import autoregressive_inputs
 from nat_jax.models.layers import attention_mask
-from tests.test_dag import dag_greedy_path, dag_lookahead_path
+from tests.test_dag import dag_greedy_path, dag_lookahead_path, reference_text_tokens
 
 PAD, EOS, BOS = 0, 1, 2
 
@@ -193,9 +193,7 @@ def test_dag_decoders_on_a_hand_written_graph(seed):
                                  ('dag_joint_viterbi', decode.dag.joint_viterbi(log_trans, log_probs, lengths, 1.0))):
     out = run(view, name, src)
     for r in range(5):
-      seq = np.asarray(want[r, :want_len[r]]).tolist()
-      if EOS in seq:
-        seq = seq[:seq.index(EOS) + 1]
+      seq = reference_text_tokens(np.asarray(want[r, :want_len[r]]).tolist(), True, 9)
       got = np.asarray(out.tokens[r]).tolist()
       assert got[:len(seq)] == seq and not any(got[len(seq):]), (name, r, got, seq)
 

@@ -5,13 +5,14 @@ uninterrupted run would have seen, with no iterator state to checkpoint.
 """
 
 import math
-from typing import Iterator, Sequence
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
 from nat_jax.data.tokenizer import EOS_ID, PAD_ID
 
 Pair = tuple[np.ndarray, np.ndarray]  # (source int32[n], target int32[m]), both ending in EOS.
+RAW_STREAM = 0x7261  # third seed word of the raw-reference draws (apart from the epoch permutations)
 
 
 def bucket_shapes(max_len: int, tokens_per_batch: int, num_buckets: int,
@@ -29,15 +30,17 @@ def bucket_shapes(max_len: int, tokens_per_batch: int, num_buckets: int,
           for length in lengths]
 
 
-def encode_pairs(examples, tokenizer, max_len: int) -> tuple[list[Pair], int]:
-  """Tokenizes source and first reference (+EOS); drops pairs longer than `max_len` on a side.
+def encode_pairs(examples, tokenizer, max_len: int,
+                 targets: Optional[Sequence[str]] = None) -> tuple[list[Pair], int]:
+  """Tokenizes source and target (+EOS); drops pairs longer than `max_len` on a side.
 
+  The target is the first reference, or `targets[i]` when given (e.g. teacher translations).
   Returns (pairs, number of dropped examples).
   """
   pairs, dropped = [], 0
-  for example in examples:
+  for i, example in enumerate(examples):
     source = tokenizer.encode(example.source) + [EOS_ID]
-    target = tokenizer.encode(example.references[0]) + [EOS_ID]
+    target = tokenizer.encode(example.references[0] if targets is None else targets[i]) + [EOS_ID]
     if max(len(source), len(target)) > max_len:
       dropped += 1
     else:
@@ -61,12 +64,24 @@ class TrainBatches:
   that order) are cut into batches of the bucket's rows (the last one padded with empty rows),
   and the epoch's batch order is permuted with the same generator. Epochs are concatenated.
   With several processes, process p gets rows [p * rows / P, (p + 1) * rows / P) of each batch.
+
+  Mixed distillation: with `raw_targets` (one per pair, e.g. the raw references of distilled
+  pairs) a row keeps its raw target instead of the pair's with probability `raw_prob`, drawn from
+  `np.random.default_rng((seed, step, RAW_STREAM))` over the rows of the global batch, so the
+  choice is a function of (seed, step, example) like everything else.
   """
 
   def __init__(self, pairs: Sequence[Pair], shapes: Sequence[tuple[int, int]], seed: int,
-               process_index: int = 0, process_count: int = 1):
+               process_index: int = 0, process_count: int = 1,
+               raw_targets: Optional[Sequence[np.ndarray]] = None, raw_prob: float = 0.0):
     if not pairs:
       raise ValueError('TrainBatches needs at least one pair.')
+    if not 0.0 <= raw_prob <= 1.0:
+      raise ValueError(f'raw_prob must be in [0, 1], got {raw_prob}.')
+    if raw_prob > 0 and (raw_targets is None or len(raw_targets) != len(pairs)):
+      raise ValueError('raw_prob > 0 needs one raw target per pair (a distilled training set).')
+    self.raw_targets = list(raw_targets) if raw_prob > 0 else None
+    self.raw_prob = raw_prob
     self.shapes = sorted(shapes, key=lambda shape: shape[1])
     bad_rows = [rows for rows, _ in self.shapes if rows % process_count]
     if bad_rows:
@@ -77,6 +92,8 @@ class TrainBatches:
     self.pairs, self.seed = list(pairs), seed
     self.process_index, self.process_count = process_index, process_count
     lengths = np.array([max(len(s), len(t)) for s, t in self.pairs])  # [num_pairs]
+    if self.raw_targets is not None:
+      lengths = np.maximum(lengths, [len(t) for t in self.raw_targets])
     bucket_lengths = np.array([length for _, length in self.shapes])
     if lengths.max() > bucket_lengths[-1]:
       raise ValueError(f'A pair of {lengths.max()} tokens exceeds the longest bucket '
@@ -110,6 +127,11 @@ class TrainBatches:
     local = rows // self.process_count
     indices = indices[self.process_index * local:(self.process_index + 1) * local]
     chosen = [self.pairs[i] if i >= 0 else (None, None) for i in indices]
+    if self.raw_targets is not None:
+      use_raw = np.random.default_rng((self.seed, step, RAW_STREAM)).random(rows) < self.raw_prob  # [rows]
+      use_raw = use_raw[self.process_index * local:(self.process_index + 1) * local]
+      chosen = [(s, self.raw_targets[i] if raw and i >= 0 else t)
+                for (s, t), i, raw in zip(chosen, indices, use_raw)]
     return {'source': pad_rows([s for s, _ in chosen], length),
             'target': pad_rows([t for _, t in chosen], length)}
 

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.decode.interfaces import DecodeOutput, GraphPredictor
-from nat_jax.decode.lengths import through_first_eos
+from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.registry import register_decoder
 from nat_jax.losses.dag import IMPOSSIBLE, clean_log, transition_mask, viterbi_backtrace, viterbi_forward
 
@@ -92,16 +92,27 @@ def joint_viterbi(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax
   return path_tokens(path, tokens), length
 
 
-def remove_repeats(tokens: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """Collapse runs of equal consecutive tokens: (tokens i32[B, T] left-aligned 0-padded, lengths i32[B])."""
-  batch, tlen = tokens.shape
-  pos = jnp.arange(tlen)[None, :]  # [1, T]
-  prev = jnp.pad(tokens[:, :-1], ((0, 0), (1, 0)))  # [B, T]
-  keep = (pos < lengths[:, None]) & ((pos == 0) | (tokens != prev))  # [B, T]
-  dest = jnp.where(keep, jnp.cumsum(keep, axis=1) - 1, tlen)  # [B, T]; tlen = dropped
-  rows = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, tlen))
-  out = jnp.zeros_like(tokens).at[rows, dest].set(tokens, mode='drop')
-  return out, jnp.sum(keep, axis=1).astype(jnp.int32)
+def clean_path_tokens(tokens: jax.Array, lengths: jax.Array, dedup: bool, limit: int) -> tuple[jax.Array, jax.Array]:
+  """The text tokens of a path's tokens, as the reference decoders make them.
+
+  tokens i32[B, K] (left-aligned, lengths i32[B]) -> (i32[B, limit], lengths i32[B]): with
+  `dedup`, a token equal to the one before it on the path is dropped (runs collapse to one);
+  then BOS, EOS and PAD are dropped; then at most limit - 1 tokens are kept and EOS follows them.
+  """
+  batch, klen = tokens.shape
+  pos = jnp.arange(klen)[None, :]  # [1, K]
+  prev = jnp.pad(tokens[:, :-1], ((0, 0), (1, 0)), constant_values=-1)  # [B, K]
+  special = (tokens == Tokenizer.bos_id) | (tokens == Tokenizer.eos_id) | (tokens == Tokenizer.pad_id)
+  keep = (pos < lengths[:, None]) & ~special  # [B, K]
+  if dedup:
+    keep &= tokens != prev
+  rank = jnp.cumsum(keep, axis=1) - 1  # [B, K]
+  keep &= rank < limit - 1
+  count = jnp.sum(keep, axis=1).astype(jnp.int32)  # [B]
+  rows = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, klen))
+  out = jnp.zeros((batch, limit), tokens.dtype).at[rows, jnp.where(keep, rank, limit)].set(tokens, mode='drop')
+  out = out.at[jnp.arange(batch), count].set(Tokenizer.eos_id, mode='drop')
+  return out, count
 
 
 # --- registered decoders over a GraphPredictor view ------------------------------------------
@@ -113,30 +124,28 @@ def _path_score(log_trans: jax.Array, path: jax.Array) -> jax.Array:
   return jnp.sum(jnp.where(dst >= 0, step, 0.0), axis=1)
 
 
-def _finish(tokens: jax.Array, lengths: jax.Array, score: jax.Array, dedup: bool) -> DecodeOutput:
-  """Optional repeat removal, then everything after the first EOS zeroed."""
-  if dedup:
-    tokens, lengths = remove_repeats(tokens, lengths)
-  valid, _ = through_first_eos(tokens)  # tokens are already 0 past `lengths`
-  tokens = jnp.where(valid, tokens, 0)
-  return DecodeOutput(tokens, score, {'length': lengths})
+def _finish(graphs: GraphPredictor, src, path: jax.Array, tokens: jax.Array, score: jax.Array,
+            dedup: bool) -> DecodeOutput:
+  """DecodeOutput of a path i32[B, K] (-1 past its end) and its tokens i32[B, K]: text tokens by
+  `clean_path_tokens` within the method's length bound; aux 'length' (text tokens) and 'path' (vertices)."""
+  path_len = jnp.sum(path >= 0, axis=1).astype(jnp.int32)
+  out, count = clean_path_tokens(tokens, path_len, dedup, graphs.max_decode_len(src.shape[1]))
+  return DecodeOutput(out, score, {'length': count, 'path': path_len})
 
 
-@register_decoder('dag_greedy', GraphPredictor, remove_repeats=False)
-def dag_greedy(graphs: GraphPredictor, src, remove_repeats: bool = False) -> DecodeOutput:
-  """Follow the argmax transition from vertex 0; the argmax token of each visited vertex.
-
-  Only the (at most max_decode_len) vertices on the path go through the vocabulary projection.
-  """
+@register_decoder('dag_greedy', GraphPredictor, remove_repeats=True)
+def dag_greedy(graphs: GraphPredictor, src, remove_repeats: bool = True) -> DecodeOutput:
+  """Follow the argmax transition from vertex 0 to the last vertex; the argmax token of each visited
+  vertex. Only the vertices on the path go through the vocabulary projection."""
   graph = graphs.predict_graph(src)
   log_trans, lengths_g = graph.log_trans, graph.graph_lengths
   bonus = jnp.zeros(log_trans.shape[:2], jnp.float32)  # [B, L]
-  path = follow_argmax(log_trans, bonus, lengths_g, graphs.max_decode_len(src.shape[1]))  # [B, K]
+  path = follow_argmax(log_trans, bonus, lengths_g)  # [B, L]
   on_path = jnp.take_along_axis(graph.hidden, jnp.maximum(path, 0)[:, :, None], axis=1)  # [B, K, D]
   log_probs = graphs.vertex_log_probs(on_path)  # [B, K, V]
   tokens = jnp.where(path >= 0, jnp.argmax(log_probs, axis=-1), 0).astype(jnp.int32)  # [B, K]
   score = _path_score(log_trans, path) + jnp.sum(jnp.where(path >= 0, jnp.max(log_probs, axis=-1), 0.0), axis=1)
-  return _finish(tokens, jnp.sum(path >= 0, axis=1).astype(jnp.int32), score, remove_repeats)
+  return _finish(graphs, src, path, tokens, score, remove_repeats)
 
 
 def _full_graph(graphs: GraphPredictor, src):
@@ -145,24 +154,22 @@ def _full_graph(graphs: GraphPredictor, src):
   return graph.log_trans, graphs.vertex_log_probs(graph.hidden), graph.graph_lengths
 
 
-@register_decoder('dag_lookahead', GraphPredictor, remove_repeats=False)
-def dag_lookahead(graphs: GraphPredictor, src, remove_repeats: bool = False) -> DecodeOutput:
+@register_decoder('dag_lookahead', GraphPredictor, remove_repeats=True)
+def dag_lookahead(graphs: GraphPredictor, src, remove_repeats: bool = True) -> DecodeOutput:
   """Next vertex = argmax_j log E_ij + max_y log P(y | j); the argmax token of each visited vertex."""
   log_trans, log_probs, lengths_g = _full_graph(graphs, src)
   best_tokens, bonus = vertex_scores(log_probs, lengths_g)  # [B, L] each
-  path = follow_argmax(log_trans, bonus, lengths_g, graphs.max_decode_len(src.shape[1]))  # [B, K]
+  path = follow_argmax(log_trans, bonus, lengths_g)  # [B, L]
   score = _path_score(log_trans, path) + jnp.sum(jnp.where(path >= 0, jnp.take_along_axis(
       bonus, jnp.maximum(path, 0), axis=1), 0.0), axis=1)
-  return _finish(path_tokens(path, best_tokens), jnp.sum(path >= 0, axis=1).astype(jnp.int32), score,
-                 remove_repeats)
+  return _finish(graphs, src, path, path_tokens(path, best_tokens), score, remove_repeats)
 
 
-@register_decoder('dag_joint_viterbi', GraphPredictor, beta=1.0, remove_repeats=False)
-def dag_joint_viterbi(graphs: GraphPredictor, src, beta: float = 1.0, remove_repeats: bool = False) -> DecodeOutput:
+@register_decoder('dag_joint_viterbi', GraphPredictor, beta=1.0, remove_repeats=True)
+def dag_joint_viterbi(graphs: GraphPredictor, src, beta: float = 1.0, remove_repeats: bool = True) -> DecodeOutput:
   """The best path per length, length chosen by score / m**beta (contract `joint_viterbi`); the
   returned score is that normalised path score."""
   log_trans, log_probs, lengths_g = _full_graph(graphs, src)
   tokens, best = vertex_scores(log_probs, lengths_g)
-  path, length, score = _joint_viterbi_path(log_trans, best, lengths_g, beta)
-  limit = graphs.max_decode_len(src.shape[1])
-  return _finish(path_tokens(path, tokens)[:, :limit], jnp.minimum(length, limit), score, remove_repeats)
+  path, _, score = _joint_viterbi_path(log_trans, best, lengths_g, beta)
+  return _finish(graphs, src, path, path_tokens(path, tokens), score, remove_repeats)

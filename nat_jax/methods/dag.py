@@ -5,10 +5,17 @@ Training (config.dat):
   loss='nll'    -log P(y | x) / |y| by the forward algorithm (NLL pre-training)
   loss='fuzzy'  FA-DAT: -BP * clipped expected n-gram matches / expected n-grams, n = config.dat.ngram
 Both are per-sentence losses: the summed loss is normalised by the number of valid sentences.
+As in the reference implementation (thu-coai/DA-Transformer) the graph side reads BOS y EOS: the
+path starts at vertex 0 emitting BOS and ends at the last vertex emitting EOS, whose inputs are
+the BOS and EOS embeddings (nat_jax.models.dag_transformer); decoders drop BOS/EOS from the text.
 Glancing (GLAT) in both: a first decoder pass (no gradient) gives the best alignment; at
 round((|y| - correct) * tau) randomly chosen aligned vertices the decoder input becomes the target
 token's embedding, and a second pass with the same dropout rng computes the loss. tau goes
-linearly from glance_start to glance_end over glance_steps (0 = total_steps).
+linearly from glance_start to glance_end over glance_steps (0 = total_steps). In NLL training
+the alignment of glanced positions is forced, as in GLAT and the reference: a glanced target
+position may be emitted only at its own vertex, with log-probability 0 there, so glanced tokens
+carry no loss (and no gradient) of their own. The fuzzy loss has no alignment to force: it sees
+the glanced inputs only.
 A pair whose target has more tokens than its graph has vertices is masked out and counted
 ('impossible' in the metrics).
 """
@@ -22,12 +29,14 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from nat_jax.data.tokenizer import BOS_ID
 from nat_jax.decode.interfaces import Graph, GraphPredictor
 from nat_jax.decode.lengths import decode_length_bound
 from nat_jax.losses.dag import dag_best_alignment, dag_log_likelihood, valid_pairs
 from nat_jax.losses.fuzzy import fuzzy_alignment_loss
 from nat_jax.methods import register
 from nat_jax.models.dag_transformer import DagTransformer
+from nat_jax.models.layers import NEG_INF
 from nat_jax.models.transformer import transformer_config
 
 
@@ -57,7 +66,8 @@ def glance_inputs(rng, align, hit, targets, tau, size: int):
 
   align i32[B, M] (vertex of each target position, -1 past the target / for impossible pairs);
   hit bool[B, M] (argmax token at that vertex == target). Picks round((T - correct) * tau)
-  random aligned target positions per row. Returns (tokens i32[B, L], mask bool[B, L]).
+  random aligned target positions per row. Returns (tokens i32[B, L], mask bool[B, L],
+  glanced bool[B, M]: the chosen target positions).
   """
   aligned = align >= 0  # [B, M]
   wrong = jnp.sum(aligned & ~hit, axis=1)  # [B]
@@ -69,7 +79,21 @@ def glance_inputs(rng, align, hit, targets, tau, size: int):
   dest = jnp.where(chosen, align, size)  # out of range = dropped
   mask = jnp.zeros((align.shape[0], size), bool).at[rows, dest].set(True, mode='drop')
   tokens = jnp.zeros((align.shape[0], size), jnp.int32).at[rows, dest].set(targets, mode='drop')
-  return tokens, mask
+  return tokens, mask, chosen
+
+
+def graph_targets(targets: jax.Array) -> jax.Array:
+  """i32[B, M] rows `y EOS 0...` -> i32[B, M + 1] rows `BOS y EOS 0...` (all-pad rows stay all pad)."""
+  bos = jnp.where(targets[:, :1] > 0, BOS_ID, 0).astype(targets.dtype)  # [B, 1]
+  return jnp.concatenate([bos, targets], axis=1)
+
+
+def force_alignment(log_emit: jax.Array, align: jax.Array, glanced: jax.Array) -> jax.Array:
+  """log_emit f32[B, L, M] with each glanced position m (glanced bool[B, M]) emitted only at its
+  aligned vertex align[b, m], with log-probability 0 there (NEG_INF at every other vertex)."""
+  at_vertex = jnp.arange(log_emit.shape[1])[None, :, None] == align[:, None, :]  # [B, L, M]
+  forced = jnp.where(at_vertex, 0.0, NEG_INF)
+  return jnp.where(glanced[:, None, :], forced, log_emit)
 
 
 @register('dat', default_config)
@@ -144,7 +168,7 @@ class DagMethod:
   def loss(self, params, batch, rng, step=0, deterministic: bool = False):
     """Sums: loss (per-sentence losses of valid pairs; normalised by 'sentences' = their count),
     nll and correct (normalised by 'tokens'), impossible (pairs that do not fit their graph)."""
-    src, targets = batch['source'], batch['target']  # [B, S], [B, M]
+    src, targets = batch['source'], graph_targets(batch['target'])  # [B, S], [B, M]: BOS y EOS
     target_lengths = jnp.sum(targets > 0, axis=1).astype(jnp.int32)  # [B]
     graph_lengths = self.graph_lengths(src)  # [B]
     enc_rng, dec_rng, glance_rng = jax.random.split(rng, 3)
@@ -155,14 +179,16 @@ class DagMethod:
     align = dag_best_alignment(jax.lax.stop_gradient(log_trans), jax.lax.stop_gradient(log_emit),
                                target_lengths, graph_lengths)  # [B, M]
     hit = (align >= 0) & (jnp.take_along_axis(argmax, jnp.maximum(align, 0), axis=1) == targets)  # [B, M]
+    nll_loss = self.loss_name == 'nll'
     start, end, steps = self.glance
     if not deterministic and (start > 0 or end > 0):
-      glance = glance_inputs(glance_rng, align, hit, targets, glance_ratio(step, start, end, steps),
-                             log_trans.shape[1])
-      log_trans, log_emit, _ = self._graph_pass(params, encoded, src, graph_lengths, targets, glance, dec_rng,
-                                                deterministic)
+      tokens, mask, glanced = glance_inputs(glance_rng, align, hit, targets, glance_ratio(step, start, end, steps),
+                                            log_trans.shape[1])
+      log_trans, log_emit, _ = self._graph_pass(params, encoded, src, graph_lengths, targets, (tokens, mask),
+                                                dec_rng, deterministic)
+      if nll_loss:
+        log_emit = force_alignment(log_emit, align, glanced)
 
-    nll_loss = self.loss_name == 'nll'
     stop = (lambda x: x) if nll_loss else jax.lax.stop_gradient  # fuzzy: the likelihood is a metric only
     ll = dag_log_likelihood(stop(log_trans), stop(log_emit), target_lengths, graph_lengths)  # [B]
     valid, impossible = valid_pairs(ll, target_lengths)  # [B] each

@@ -1,9 +1,13 @@
 """DA-Transformer: the shared encoder/decoder blocks over a directed acyclic graph of decoder positions.
 
-The decoder runs non-causally over L = upsample_scale x source-length vertices whose inputs are
-learned graph-position queries (glancing swaps some of them for target-token embeddings). Its
-outputs feed two heads: the tied vocabulary projection (a token distribution per vertex) and the
-gated multi-head transition head (the edge weights of the DAG), computed in fp32.
+The decoder runs non-causally over L = upsample_scale x source-length vertices. As in the
+reference implementation the graph side reads BOS y EOS: vertex 0's input is the BOS embedding,
+the last vertex's (G - 1) the EOS embedding, the others learned graph-position queries (glancing
+swaps some of them for target-token embeddings), all plus sinusoidal positions. The outputs feed
+two heads: the tied vocabulary projection (a token distribution per vertex) and the gated
+multi-head transition head (the edge weights of the DAG), computed in fp32, which reads each
+vertex's output concatenated with a learned link-position embedding (the reference's
+`--links-feature feature:position`).
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nat_jax.data.tokenizer import BOS_ID, EOS_ID
 from nat_jax.losses.dag import transition_mask
 from nat_jax.models.layers import NEG_INF, attention_mask, default_init, sinusoidal_positions
 from nat_jax.models.transformer import Transformer, TransformerConfig
@@ -26,17 +31,31 @@ def link_mask(graph_lengths: jax.Array, size: int, max_transition_length: int = 
   return mask
 
 
+def vertex_end_tokens(graph_lengths: jax.Array, size: int) -> jax.Array:
+  """i32[B, L]: BOS at vertex 0, EOS at vertex G - 1 (G = graph_lengths[b] >= 2), 0 elsewhere."""
+  v = jnp.arange(size)[None, :]  # [1, L]
+  last = (v == graph_lengths[:, None] - 1) & (v > 0)  # [B, L]
+  return jnp.where(v == 0, BOS_ID, jnp.where(last, EOS_ID, 0)).astype(jnp.int32)
+
+
 class TransitionHead(nn.Module):
-  """log E_ij = logsumexp_h(log_softmax_j(q_hi . k_hj / sqrt(d_h)) + log_softmax_h(W_g h_i)), fp32."""
+  """log E_ij = logsumexp_h(log_softmax_j(q_hi . k_hj / sqrt(d_h)) + log_softmax_h(W_g f_i)), fp32,
+  with features f_i = [h_i; p_i] (p: learned link-position embedding of vertex i), q = W_q f, k = W_k f."""
   num_heads: int
   d_model: int
+  max_graph_size: int
   max_transition_length: int = 0
 
   @nn.compact
   def __call__(self, hidden: jax.Array, graph_lengths: jax.Array) -> jax.Array:
     """hidden [B, L, D], graph_lengths i32[B] -> log_trans f32[B, L, L] (NEG_INF outside the mask)."""
     h, dh = self.num_heads, self.d_model // self.num_heads
-    x = hidden.astype(jnp.float32)
+    size = hidden.shape[1]
+    link_positions = self.param(
+        'link_positions', nn.with_logical_partitioning(nn.initializers.normal(0.02), (None, 'embed')),
+        (self.max_graph_size, self.d_model), jnp.float32)
+    x = jnp.concatenate([hidden.astype(jnp.float32),
+                         jnp.broadcast_to(link_positions[None, :size], hidden.shape)], axis=-1)  # [B, L, 2D]
     proj = lambda name: nn.DenseGeneral(
         features=(h, dh), dtype=jnp.float32, name=name,
         kernel_init=nn.with_logical_partitioning(default_init, ('embed', 'heads', 'kv')),
@@ -65,7 +84,8 @@ class DagTransformer(nn.Module):
     self.graph_queries = self.param(
         'graph_queries', nn.with_logical_partitioning(nn.initializers.normal(1.0), (None, 'embed')),
         (self.max_graph_size, self.cfg.d_model), jnp.float32)
-    self.transitions = TransitionHead(self.link_heads, self.cfg.d_model, self.max_transition_length)
+    self.transitions = TransitionHead(self.link_heads, self.cfg.d_model, self.max_graph_size,
+                                      self.max_transition_length)
 
   def encode(self, src, *, deterministic: bool = True):
     """src i32[B, S] -> encoded [B, S, D]."""
@@ -77,12 +97,16 @@ class DagTransformer(nn.Module):
 
     encoded [B, S, D]; src_valid bool[B, S]; graph_lengths i32[B]; glance_tokens i32[B, L] and
     glance_mask bool[B, L]: vertices whose input is the embedding of glance_tokens instead of
-    their graph query (all False outside glancing). Every vertex attends to every vertex < G.
+    their graph query (all False outside glancing). Vertex 0 reads BOS and vertex G - 1 EOS
+    unless glanced (a glanced target there is BOS / EOS anyway). Every vertex attends to every
+    vertex < G.
     """
     b, size = glance_mask.shape
     vertices = jnp.broadcast_to(jnp.arange(size), (b, size))  # [B, L]
+    ends = vertex_end_tokens(graph_lengths, size)  # [B, L]: BOS, EOS or 0 (= use the graph query)
     queries = self.graph_queries[:size].astype(self.cfg.dtype)[None]  # [1, L, D]
-    x = jnp.where(glance_mask[..., None], self.backbone.embed(glance_tokens), queries)
+    tokens = jnp.where(glance_mask, glance_tokens, ends)  # [B, L]
+    x = jnp.where((glance_mask | (ends > 0))[..., None], self.backbone.embed(tokens), queries)
     x = x + sinusoidal_positions(vertices, self.cfg.d_model).astype(self.cfg.dtype)
     x = self.backbone.input_dropout(x, deterministic=deterministic)
     in_graph = vertices < graph_lengths[:, None]  # [B, L]

@@ -1,0 +1,228 @@
+"""Sequence-level knowledge distillation: a teacher run translates the sources of whole splits.
+
+  python -m nat_jax.distill --workdir=runs/at_bible_tiny --out=runs/distill_at_bible_tiny \
+      [--decoder=beam --decoder.beam_size=4] [--splits=train,validation] [--limit=N]
+
+Writes `<out>/<split>.tsv`, one line per example of the split (as `nat_jax.data.load_split`
+returns it, in its order): `source<TAB>teacher translation<TAB>reference 1[<TAB>reference 2 ...]`,
+and `<out>/manifest.json` (teacher workdir and step, decoder and options, the data settings, the
+line count and a hash of the sources of every split, the date). A recipe then trains on the
+teacher translations with `--config.data.distill_dir=<out>` (nat_jax.data.distilled).
+
+How the work is organised:
+- The split's examples are sorted by source length (stable) and cut into chunks of
+  `--chunk_sentences`; inside a chunk, `translate_texts` decodes fixed-shape batches of similar
+  length, one jitted decode per shape. Each finished chunk is written atomically to
+  `<out>/.work/<split>/<chunk>.txt` (its translations in sorted order).
+- Re-running the same command continues with the chunks that are missing, so a run killed at any
+  point (even SIGKILL) ends with the same bytes as an uninterrupted one. `<out>/.work/job.json`
+  records what the work is (teacher, checkpoint step, decoder, options, data, limit, chunking): a
+  re-run with different settings is an error instead of a silent mix.
+- With several processes (`jax.distributed`, or `--process_index/--process_count` for independent
+  processes) process p decodes the chunks i with i % P == p; process 0 waits for every chunk and
+  assembles the files. Assembly restores the split's order.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import sys
+import time
+from typing import Sequence
+
+from absl import flags
+import jax
+from tqdm import tqdm
+
+from nat_jax import cli, decode
+from nat_jax.data import load_split
+from nat_jax.data.distilled import MANIFEST, tsv_field
+from nat_jax.data.sources import SPLITS
+from nat_jax.translation import encode_sources, translate_texts
+
+FLAGS = flags.FLAGS
+DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
+WORK = '.work'
+
+
+class DistillError(ValueError):
+  """A distillation directory that does not fit the command or the data; the message says what to do."""
+
+
+def sources_hash(sources: Sequence[str]) -> str:
+  """sha256 of the sources as they appear in the TSV, one per line: identifies a split's content."""
+  digest = hashlib.sha256()
+  for source in sources:
+    digest.update(tsv_field(source).encode('utf-8') + b'\n')
+  return digest.hexdigest()
+
+
+def write_atomic(path: str, text: str):
+  tmp = f'{path}.tmp{os.getpid()}'
+  with open(tmp, 'w', encoding='utf-8', newline='') as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+
+
+def length_order(token_lengths: Sequence[int]) -> list[int]:
+  """Example indices sorted by source length (stable): chunks then hold sentences of similar length."""
+  return sorted(range(len(token_lengths)), key=lambda i: token_lengths[i])
+
+
+def chunk_ranges(count: int, size: int) -> list[tuple[int, int]]:
+  return [(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+def check_job(work_dir: str, job: dict):
+  """Record the job in work_dir/job.json, or fail if unfinished work there came from another job."""
+  path = os.path.join(work_dir, 'job.json')
+  if os.path.exists(path):
+    with open(path) as f:
+      old = json.load(f)
+    if old != job:
+      changed = sorted(k for k in set(old) | set(job) if old.get(k) != job.get(k))
+      raise DistillError(f'{work_dir} holds unfinished work of a different distillation (differs in {changed}); '
+                         'rerun the original command to finish it, or delete that directory / use another --out.')
+  else:
+    os.makedirs(work_dir, exist_ok=True)
+    write_atomic(path, json.dumps(job, indent=2, sort_keys=True))
+
+
+def distil_split(run, decode_fn, split: str, out: str, job: dict, *, limit: int, batch_size: int,
+                 chunk_sentences: int, process_index: int, process_count: int, wait_seconds: float,
+                 lead: bool) -> dict:
+  """Decode one split in resumable chunks (this process's share) and, on process 0, assemble
+  `<out>/<split>.tsv`. Returns the split's manifest entry."""
+  examples = load_split(run.config.data, split)
+  if limit:
+    examples = examples[:limit]
+  sources = [e.source for e in examples]
+  token_lengths = [len(s) for s in encode_sources(sources, run.tokenizer, run.config.max_len)]
+  order = length_order(token_lengths)
+  chunks = chunk_ranges(len(order), chunk_sentences)
+  work_dir = os.path.join(out, WORK, split)
+  check_job(work_dir, {**job, 'split': split, 'examples': len(examples), 'sources_sha256': sources_hash(sources),
+                       'chunk_sentences': chunk_sentences})
+  chunk_path = lambda i: os.path.join(work_dir, f'{i:06d}.txt')
+  mine = [i for i in range(len(chunks)) if i % process_count == process_index]
+  todo = [i for i in mine if not os.path.exists(chunk_path(i))]
+  done_sentences = sum(chunks[i][1] - chunks[i][0] for i in mine if i not in todo)
+  total = sum(chunks[i][1] - chunks[i][0] for i in mine)
+  with tqdm(total=total, initial=done_sentences, desc=f'distil {split}', unit='sent', dynamic_ncols=True,
+            file=sys.stderr, mininterval=2.0) as bar:
+    for i in todo:
+      start, stop = chunks[i]
+      indices = order[start:stop]
+      hyps, _ = translate_texts(run, [sources[j] for j in indices], decode_fn, batch_size)
+      write_atomic(chunk_path(i), ''.join(tsv_field(h) + '\n' for h in hyps))
+      bar.update(stop - start)
+  entry = {'examples': len(examples), 'sources_sha256': sources_hash(sources), 'file': f'{split}.tsv'}
+  if not lead:
+    return entry
+  deadline = time.time() + wait_seconds
+  while True:
+    missing = [i for i in range(len(chunks)) if not os.path.exists(chunk_path(i))]
+    if not missing:
+      break
+    if time.time() > deadline:
+      raise DistillError(f'{split}: chunks {missing[:5]}... of other processes are still missing after '
+                         f'{wait_seconds}s; rerun those processes (they resume), then this one.')
+    print(f'{split}: waiting for {len(missing)} chunks of other processes', file=sys.stderr, flush=True)
+    time.sleep(10)
+  translations = [''] * len(examples)
+  for i, (start, stop) in enumerate(chunks):
+    with open(chunk_path(i), encoding='utf-8', newline='') as f:
+      lines = f.read().split('\n')[:-1]
+    if len(lines) != stop - start:
+      raise DistillError(f'{chunk_path(i)} has {len(lines)} lines, expected {stop - start}: delete it and rerun.')
+    for j, line in zip(order[start:stop], lines):
+      translations[j] = line
+  rows = ('\t'.join([tsv_field(e.source), t] + [tsv_field(r) for r in e.references]) + '\n'
+          for e, t in zip(examples, translations))
+  write_atomic(os.path.join(out, f'{split}.tsv'), ''.join(rows))
+  entry['empty_translations'] = sum(not t.strip() for t in translations)
+  return entry
+
+
+def distil(run, decoder: str, overrides: dict[str, str], out: str, splits: Sequence[str], *, limit: int = 0,
+           batch_size: int = 64, chunk_sentences: int = 1024, process_index: int = 0, process_count: int = 1,
+           wait_seconds: float = 86400, teacher_workdir: str = '') -> dict:
+  """Distil `splits` with the teacher `run` into `out`; returns the manifest (written by process 0)."""
+  bad = [s for s in splits if s not in SPLITS]
+  if bad or not splits:
+    raise DistillError(f'--splits={",".join(splits)}: each split must be one of {SPLITS}.')
+  if chunk_sentences < 1 or batch_size < 1 or limit < 0:
+    raise DistillError('--chunk_sentences and --batch_size must be >= 1 and --limit >= 0.')
+  decode_fn, options = decode.build_decoder(run.method, decoder, overrides)
+  step = run.meta[0]['step'] if run.meta else None
+  data = {k: run.config.data[k] for k in sorted(run.config.data.keys())}
+  job = {'teacher': os.path.abspath(teacher_workdir), 'step': step, 'averaged_checkpoints': len(run.meta),
+         'decoder': decoder, 'options': options, 'data': data, 'limit': limit, 'max_len': run.config.max_len}
+  os.makedirs(out, exist_ok=True)
+  lead = process_index == 0
+  entries = {}
+  for split in splits:
+    entries[split] = distil_split(run, decode_fn, split, out, job, limit=limit, batch_size=batch_size,
+                                  chunk_sentences=chunk_sentences, process_index=process_index,
+                                  process_count=process_count, wait_seconds=wait_seconds, lead=lead)
+  manifest = {**job, 'splits': entries}
+  if lead:
+    path = os.path.join(out, MANIFEST)
+    date = None
+    if os.path.exists(path):  # a re-run of finished work keeps the first date: same files, same bytes
+      with open(path) as f:
+        old = json.load(f)
+      if {k: v for k, v in old.items() if k != 'date'} == manifest:
+        date = old.get('date')
+    manifest['date'] = date or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
+    write_atomic(path, json.dumps(manifest, indent=2, sort_keys=True) + '\n')
+  return manifest
+
+
+def define_flags():
+  """The command line's flags (defined only when run as a program, so the module imports anywhere)."""
+  flags.DEFINE_string('workdir', None, 'Teacher run directory (any method with a left-to-right decoder).')
+  flags.DEFINE_string('out', None, 'Directory for <split>.tsv and manifest.json.')
+  flags.DEFINE_string('decoder', 'beam', 'Teacher decoder; options via --decoder.<opt>=<v> (default beam, beam 4).')
+  flags.DEFINE_list('splits', ['train', 'validation'], 'Splits to distil.')
+  flags.DEFINE_integer('limit', 0, 'Distil only the first N examples of each split (0 = all; smoke runs).')
+  flags.DEFINE_integer('batch_size', 64, 'Sentences per decoding batch.')
+  flags.DEFINE_integer('chunk_sentences', 1024, 'Sentences per resumable chunk.')
+  flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which teacher checkpoints to load.')
+  flags.DEFINE_integer('average', 1, 'Average the parameters of this many teacher checkpoints.')
+  flags.DEFINE_integer('process_index', None, 'This process (default: jax.process_index()).')
+  flags.DEFINE_integer('process_count', None, 'Number of processes (default: jax.process_count()).')
+  flags.DEFINE_integer('wait_seconds', 86400, 'How long process 0 waits for the chunks of the other processes.')
+
+
+def main(argv):
+  if not FLAGS.out:
+    raise SystemExit('error: --out=<directory for the distilled data> is required.')
+  run, _ = cli.cli_prologue(argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average, lambda run: None)
+  process_index = jax.process_index() if FLAGS.process_index is None else FLAGS.process_index
+  process_count = jax.process_count() if FLAGS.process_count is None else FLAGS.process_count
+  if not 0 <= process_index < process_count:
+    raise SystemExit(f'error: --process_index={process_index} must be in [0, --process_count={process_count}).')
+  t0 = time.time()
+  try:
+    manifest = distil(run, FLAGS.decoder, DECODER_OVERRIDES, FLAGS.out, FLAGS.splits, limit=FLAGS.limit,
+                      batch_size=FLAGS.batch_size, chunk_sentences=FLAGS.chunk_sentences,
+                      process_index=process_index, process_count=process_count, wait_seconds=FLAGS.wait_seconds,
+                      teacher_workdir=FLAGS.workdir)
+  except (DistillError, ValueError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  if process_index == 0:
+    counts = ', '.join(f'{s}: {e["examples"]} lines ({e["empty_translations"]} empty)'
+                       for s, e in manifest['splits'].items())
+    print(f'Distilled with {FLAGS.decoder} {manifest["options"]} from {FLAGS.workdir} (step {manifest["step"]}) '
+          f'in {time.time() - t0:.0f}s -> {FLAGS.out}: {counts}', flush=True)
+
+
+if __name__ == '__main__':
+  define_flags()
+  cli.run_with_decoder_flags(main, DECODER_OVERRIDES)
