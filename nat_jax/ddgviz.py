@@ -119,7 +119,8 @@ def output_paths(out: str) -> tuple[str, str]:
 def main(argv):
   if FLAGS.text is None:
     raise app.UsageError('--text="<source sentence>" is required.')
-  run, _ = cli.cli_prologue(argv, FLAGS.workdir, 'latest', 1, lambda run: None)
+  run, _ = cli.cli_prologue(argv, FLAGS.workdir, 'latest', 1,  # a method without the view: error, exit 2
+                            lambda run: method_view(run.method, LeftToRightScorer, 'DDGviz (Jacobi decoding)'))
   grid = trace_sentence(run, FLAGS.text, FLAGS.algorithm, FLAGS.block_size, FLAGS.max_len)
   title = (f'{FLAGS.algorithm.upper()}: {grid.states.shape[0]} iterations for {grid.states.shape[1]} tokens '
            f'| {FLAGS.text[:80]}')

@@ -94,3 +94,33 @@ def test_decoder_options_are_validated():
     decode.parse_options('beam', {'beam_size': 'four'})
   with pytest.raises(ValueError, match='Unknown decoder'):
     decode.parse_options('sampling', {})
+
+
+def test_inference_pads_sources_at_most_7_tokens_past_the_longest():
+  """translate_texts pads each batch to the next multiple of 8 (or max_len): a 30-token source gets
+  width 32, so a DA-Transformer graph (lambda x width) is within 7 x lambda of lambda x the real length."""
+  from types import SimpleNamespace
+  from nat_jax.decode.interfaces import DecodeOutput
+  from nat_jax.translation import source_lengths, translate_texts
+
+  class WordTokenizer:
+    eos_id = 1
+
+    def encode(self, text):
+      return [5] * len(text.split())
+
+    def decode(self, ids):
+      return str(int(np.sum(np.asarray(ids) > 0)))
+
+  widths = []
+
+  def decode_fn(params, src):
+    widths.append((src.shape[1], int(np.max(np.sum(src > 0, axis=1)))))
+    return DecodeOutput(jnp.asarray(src), jnp.zeros(src.shape[0]), {})
+
+  run = SimpleNamespace(config=SimpleNamespace(max_len=60), tokenizer=WordTokenizer(), params=None)
+  texts = [' '.join(['w'] * n) for n in (29, 3, 7, 8, 15, 16, 40, 59, 80)]
+  out, _ = translate_texts(run, texts, decode_fn, rows=1)
+  assert out == ['30', '4', '8', '9', '16', '17', '41', '60', '60']  # + EOS; 80 words truncated to max_len
+  assert source_lengths(60) == [8, 16, 24, 32, 40, 48, 56, 60]
+  assert all(0 <= width - longest < 8 for width, longest in widths) and (32, 30) in widths

@@ -88,6 +88,22 @@ def test_interrupted_distillation_resumes_to_the_same_files(distilled, tmp_path)
     assert f.read() == manifest
 
 
+def test_two_processes_each_decode_their_share_and_process_0_assembles(distilled, tmp_path):
+  """Process 1 of 2 decodes the odd chunks only and writes no file of its own; process 0 decodes
+  the even ones, assembles, and the files equal the one-process distillation."""
+  run, whole = distilled
+  out = str(tmp_path / 'out')
+  kwargs = dict(limit=40, batch_size=8, chunk_sentences=3, process_count=2, teacher_workdir=run_dir(run))
+  distil(run, 'greedy', {}, out, ['train', 'validation'], process_index=1, **kwargs)
+  chunks = sorted(f for f in os.listdir(os.path.join(out, '.work', 'train')) if f.endswith('.txt'))
+  assert chunks == [f'{i:06d}.txt' for i in range(1, 14, 2)]
+  assert not os.path.exists(os.path.join(out, 'train.tsv')) and not os.path.exists(os.path.join(out, 'manifest.json'))
+  distil(run, 'greedy', {}, out, ['train', 'validation'], process_index=0, wait_seconds=0, **kwargs)
+  for name in ('train.tsv', 'validation.tsv'):
+    with open(os.path.join(out, name), 'rb') as a, open(os.path.join(whole, name), 'rb') as b:
+      assert a.read() == b.read()
+
+
 def run_dir(run) -> str:
   return os.path.dirname(run.tokenizer.model_path)
 
