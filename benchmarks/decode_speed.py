@@ -32,7 +32,7 @@ FLAGS = flags.FLAGS
 def first_batch(run, rows: int):
   examples = load_split(run.config.data, 'test')[:rows]
   seqs = encode_sources([e.source for e in examples], run.tokenizer, run.config.max_len)
-  _, src = next(inference_batches(seqs, rows, source_lengths(run.config.max_len, run.config.num_buckets)))
+  _, src = next(inference_batches(seqs, rows, source_lengths(run.config.max_len)))
   return jnp.asarray(src)
 
 

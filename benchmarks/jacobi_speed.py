@@ -36,7 +36,7 @@ CONFIGS = [('greedy', {}), ('jacobi_pj', {}), ('jacobi_pgj', {'block_size': '2'}
 
 def measure(run, decode_fn, seqs, rows: int, repeats: int) -> dict:
   """Tokens per sentence, per-sentence iterations, total seconds and decoder passes per batch at batch `rows`."""
-  lengths = source_lengths(run.config.max_len, run.config.num_buckets)
+  lengths = source_lengths(run.config.max_len)
   tokens, iterations, seconds, passes = [None] * len(seqs), np.zeros(len(seqs)), 0.0, []
   for idx, src in inference_batches(seqs, rows, lengths):
     out, s = median_timed(lambda: decode_fn(run.params, src), repeats)

@@ -15,7 +15,7 @@ How the work is organised:
   length, one jitted decode per shape. Each finished chunk is written atomically to
   `<out>/.work/<split>/<chunk>.txt` (its translations in sorted order).
 - Re-running the same command continues with the chunks that are missing, so a run killed at any
-  point (even SIGKILL) ends with the same bytes as an uninterrupted one. `<out>/.work/job.json`
+  point (even SIGKILL) ends with the same bytes as an uninterrupted one. `<out>/.work/<split>/job.json`
   records what the work is (teacher, checkpoint step, decoder, options, data, limit, chunking): a
   re-run with different settings is an error instead of a silent mix.
 - With several processes (`jax.distributed`, or `--process_index/--process_count` for independent
@@ -101,11 +101,13 @@ def distil_split(run, decode_fn, split: str, out: str, job: dict, *, limit: int,
   if limit:
     examples = examples[:limit]
   sources = [e.source for e in examples]
-  token_lengths = [len(s) for s in encode_sources(sources, run.tokenizer, run.config.max_len)]
+  token_lengths = [len(s) for s in encode_sources(sources, run.tokenizer, run.config.max_len,
+                                                  warn=False)]  # translate_texts warns about over-long lines
   order = length_order(token_lengths)
   chunks = chunk_ranges(len(order), chunk_sentences)
   work_dir = os.path.join(out, WORK, split)
-  check_job(work_dir, {**job, 'split': split, 'examples': len(examples), 'sources_sha256': sources_hash(sources),
+  digest = sources_hash(sources)
+  check_job(work_dir, {**job, 'split': split, 'examples': len(examples), 'sources_sha256': digest,
                        'chunk_sentences': chunk_sentences})
   chunk_path = lambda i: os.path.join(work_dir, f'{i:06d}.txt')
   mine = [i for i in range(len(chunks)) if i % process_count == process_index]
@@ -120,7 +122,7 @@ def distil_split(run, decode_fn, split: str, out: str, job: dict, *, limit: int,
       hyps, _ = translate_texts(run, [sources[j] for j in indices], decode_fn, batch_size)
       write_atomic(chunk_path(i), ''.join(tsv_field(h) + '\n' for h in hyps))
       bar.update(stop - start)
-  entry = {'examples': len(examples), 'sources_sha256': sources_hash(sources), 'file': f'{split}.tsv'}
+  entry = {'examples': len(examples), 'sources_sha256': digest, 'file': f'{split}.tsv'}
   if not lead:
     return entry
   deadline = time.time() + wait_seconds

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from nat_jax import cli, decode
-from nat_jax.data import load_split
+from nat_jax.data import inference_batches, load_split
 from nat_jax.scoring import score_translations
 from nat_jax.timing import machine, timed
 from nat_jax.translation import encode_sources, source_lengths, translate_texts
@@ -45,10 +45,9 @@ def warm_up(run, decode_fn, rows: int, sources: list[str]):
 
 
 def used_widths(run, sources: list[str]) -> list[int]:
-  """The padded source widths (nat_jax.translation.source_lengths) that `sources` fall into."""
-  widths = source_lengths(run.config.max_len)
-  sizes = [len(ids) for ids in encode_sources(sources, run.tokenizer, run.config.max_len)]
-  return sorted({widths[int(np.searchsorted(widths, n))] for n in sizes})
+  """The padded source widths that `sources` fall into (each alone, by inference_batches' own rule)."""
+  seqs = encode_sources(sources, run.tokenizer, run.config.max_len, warn=False)  # translate_texts warns
+  return sorted({src.shape[1] for _, src in inference_batches(seqs, 1, source_lengths(run.config.max_len))})
 
 
 def evaluate_decoder(run, name: str, overrides: dict[str, str], examples, *, batch_size: int = 64,

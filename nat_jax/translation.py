@@ -29,15 +29,16 @@ def source_lengths(max_len: int) -> list[int]:
 
 
 def encode_sources(texts: Sequence[str], tokenizer: Tokenizer, max_len: int,
-                   line_numbers: Optional[Sequence[int]] = None) -> list[list[int]]:
-  """Token ids + EOS per line; lines longer than max_len are truncated with one warning each."""
+                   line_numbers: Optional[Sequence[int]] = None, warn: bool = True) -> list[list[int]]:
+  """Token ids + EOS per line; lines longer than max_len are truncated with one warning each
+  (`warn=False` for callers that only size work which translate_texts then warns about)."""
   out = []
   for i, text in enumerate(texts):
     ids = tokenizer.encode(text)
-    if len(ids) + 1 > max_len:
+    if len(ids) + 1 > max_len and warn:
       print(f'WARNING: input line {line_numbers[i] if line_numbers else i + 1} has {len(ids)} tokens, more than the '
             f'model maximum {max_len - 1}; truncated.', file=sys.stderr, flush=True)
-      ids = ids[:max_len - 1]
+    ids = ids[:max_len - 1]
     out.append(ids + [tokenizer.eos_id])
   return out
 

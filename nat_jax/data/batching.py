@@ -30,17 +30,15 @@ def bucket_shapes(max_len: int, tokens_per_batch: int, num_buckets: int,
           for length in lengths]
 
 
-def encode_pairs(examples, tokenizer, max_len: int,
-                 targets: Optional[Sequence[str]] = None) -> tuple[list[Pair], int]:
-  """Tokenizes source and target (+EOS); drops pairs longer than `max_len` on a side.
+def encode_pairs(examples, tokenizer, max_len: int) -> tuple[list[Pair], int]:
+  """Tokenizes source and first reference (+EOS); drops pairs longer than `max_len` on a side.
 
-  The target is the first reference, or `targets[i]` when given (e.g. teacher translations).
   Returns (pairs, number of dropped examples).
   """
   pairs, dropped = [], 0
-  for i, example in enumerate(examples):
+  for example in examples:
     source = tokenizer.encode(example.source) + [EOS_ID]
-    target = tokenizer.encode(example.references[0] if targets is None else targets[i]) + [EOS_ID]
+    target = tokenizer.encode(example.references[0]) + [EOS_ID]
     if max(len(source), len(target)) > max_len:
       dropped += 1
     else:

@@ -7,8 +7,10 @@ empty output.
 
 Registered decoders (`dag_greedy`, `dag_lookahead`, `dag_joint_viterbi`) run on a GraphPredictor
 view (nat_jax.decode.interfaces), one jitted call per batch. Greedy's path depends on the
-transitions only, so it projects just the vertices on its path onto the vocabulary; lookahead
-and joint-Viterbi need every vertex's best token score and project the whole graph.
+transitions only, so it projects just the vertices on its path onto the vocabulary (gathered into
+L slots, since the path is walked to the last vertex before repeats are removed and the length
+bound applied, so on a CPU it costs about what projecting the whole graph does); lookahead and
+joint-Viterbi need every vertex's best token score and project the whole graph.
 """
 from __future__ import annotations
 
