@@ -1,17 +1,21 @@
-"""Non-autoregressive vs autoregressive: BLEU, batch-1 latency and batch-64 throughput of several
-runs and decoders on one split, in one process, with speedups against the AT run's greedy and beam.
+"""Non-autoregressive and hybrid vs autoregressive: BLEU, batch-1 latency, source words/s at batch 1
+and batch-64 throughput of several runs and decoders on one split, in one process, with speedups
+against the first run's greedy and beam.
 
   python -m benchmarks.nat_vs_at \
-      --runs=runs/at_bible_tiny:greedy+beam,runs/dat_bible_tiny:dag_greedy+dag_lookahead+dag_joint_viterbi,runs/fadat_bible_tiny:dag_greedy+dag_lookahead+dag_joint_viterbi \
-      [--latency_sentences=100] [--batch_size=64] [--out=docs/nat_vs_at.md]
+      --runs=runs/at_student_bible_tiny:greedy+beam,runs/cmlm_bible_tiny:mask_predict/iterations=4+mask_predict,runs/hrt_bible_tiny:hrt+hrt/b_at=4+hrt/chunk=1 \
+      [--latency_sentences=100] [--batch1_runs=5] [--batch_size=64] [--dtype=float32] [--out=docs/nat_vs_at.md]
 
-The first run is the baseline; it must list `greedy` (and `beam` for the beam ratios). Timing is
-nat_jax.evaluate's: every shape compiled first, batch-1 latency = median over the first
---latency_sentences sentences translated one by one, throughput over the whole split.
+A decoder is `name` or `name/opt=value/opt=value` (its --decoder.<opt> options). The first run is
+the baseline; it must list `greedy` (and `beam` for the beam ratios). Timing is nat_jax.evaluate's:
+every shape compiled first, batch-1 latency = median over --batch1_runs passes over the first
+--latency_sentences sentences translated one by one, words/s = source words of a pass / its time
+(mean over passes), throughput over the whole split.
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from absl import app, flags
@@ -23,6 +27,15 @@ from nat_jax.runs import load_run
 from nat_jax.timing import machine
 
 flags.DEFINE_list('runs', None, 'workdir:decoder+decoder,... ; the first run is the AT baseline.')
+
+
+def parse_decoder(spec: str) -> tuple[str, dict[str, str]]:
+  """'hrt/b_at=4/chunk=1' -> ('hrt', {'b_at': '4', 'chunk': '1'})."""
+  name, *opts = spec.split('/')
+  bad = [o for o in opts if '=' not in o]
+  if bad or not name:
+    raise app.UsageError(f'decoder {spec!r}: expected name or name/opt=value/opt=value')
+  return name, dict(o.split('=', 1) for o in opts)
 
 
 def parse_runs(specs: list[str]) -> list[tuple[str, list[str]]]:
@@ -43,21 +56,25 @@ def main(argv):
   cli.quiet_logs()
   rows = []
   for workdir, decoders in parse_runs(FLAGS.runs):
-    run = load_run(workdir, FLAGS.checkpoint, FLAGS.average)
+    run = load_run(workdir, FLAGS.checkpoint, FLAGS.average, FLAGS.dtype)
     examples = load_split(run.config.data, FLAGS.split)[:FLAGS.max_sentences or None]
-    for name in decoders:
-      print(f'{workdir}: {name} ...', file=sys.stderr, flush=True)
-      r = evaluate_decoder(run, name, {}, examples, batch_size=FLAGS.batch_size,
-                           latency_sentences=FLAGS.latency_sentences)
-      r.update(workdir=workdir, method=run.method.label(), step=run.meta[0]['step'])
+    for spec in decoders:
+      name, options = parse_decoder(spec)
+      print(f'{workdir}: {spec} ...', file=sys.stderr, flush=True)
+      r = evaluate_decoder(run, name, options, examples, batch_size=FLAGS.batch_size,
+                           latency_sentences=FLAGS.latency_sentences, batch1_runs=FLAGS.batch1_runs)
+      r.update(workdir=workdir, method=run.method.label(), step=run.meta[0]['step'], spec=spec,
+               layers=f'E{run.config.model.enc_layers}D{run.config.model.dec_layers}')
       print(json.dumps(r), file=sys.stderr, flush=True)
       rows.append(r)
-  base = {r['decoder']: r for r in rows if r['workdir'] == rows[0]['workdir']}
-  lines = [f'machine: {machine()}; split {FLAGS.split}, {rows[0]["sentences"]} sentences; '
-           f'batch-1 latency median over {FLAGS.latency_sentences} sentences', '',
-           '| run | method | decoder | BLEU (1 ref) | BLEU (all refs) | latency b=1 (ms) | sent/s b='
-           f'{FLAGS.batch_size} | b=1 speedup vs AT greedy / beam | b={FLAGS.batch_size} speedup vs AT greedy / beam |',
-           '|---|---|---|---|---|---|---|---|---|']
+  base = {r['spec']: r for r in rows if r['workdir'] == rows[0]['workdir']}
+  lines = [f'machine: {machine()}; split {FLAGS.split}, {rows[0]["sentences"]} sentences, {FLAGS.dtype}; '
+           f'batch-1 latency median and words/s over {FLAGS.batch1_runs} passes over {FLAGS.latency_sentences} '
+           'sentences', '',
+           '| run | method | layers | decoder | BLEU (1 ref) | BLEU (all refs) | latency b=1 (ms) | src words/s b=1 '
+           f'| sent/s b={FLAGS.batch_size} | b=1 speedup vs AT greedy / beam '
+           f'| b={FLAGS.batch_size} speedup vs AT greedy / beam |',
+           '|---|---|---|---|---|---|---|---|---|---|---|']
 
   def ratio(r, ref, key, inverse):
     if ref is None or key not in r or key not in ref:
@@ -67,14 +84,17 @@ def main(argv):
   for r in rows:
     lat = [ratio(r, base.get(d), 'latency_ms_batch1_median', True) for d in ('greedy', 'beam')]
     thr = [ratio(r, base.get(d), 'sentences_per_s_batch', False) for d in ('greedy', 'beam')]
-    lines.append(f'| {r["workdir"]} (step {r["step"]}) | {r["method"]} | {r["decoder"]} | {r["first_ref"]["bleu"]} | '
-                 f'{r.get("all_refs", {}).get("bleu", "-")} | {r.get("latency_ms_batch1_median", "-")} | '
+    lines.append(f'| {r["workdir"]} (step {r["step"]}) | {r["method"]} | {r["layers"]} | {r["spec"]} | '
+                 f'{r["first_ref"]["bleu"]} | {r.get("all_refs", {}).get("bleu", "-")} | '
+                 f'{r.get("latency_ms_batch1_median", "-")} | {r.get("source_words_per_s_batch1", "-")} | '
                  f'{r["sentences_per_s_batch"]} | {lat[0]} / {lat[1]} | {thr[0]} / {thr[1]} |')
   table = '\n'.join(lines) + '\n'
   print(table)
   if FLAGS.out:
     with open(FLAGS.out, 'w') as f:
       f.write(table)
+    with open(os.path.splitext(FLAGS.out)[0] + '.json', 'w') as f:
+      json.dump({'machine': machine(), 'split': FLAGS.split, 'dtype': FLAGS.dtype, 'rows': rows}, f, indent=1)
 
 
 if __name__ == '__main__':

@@ -39,7 +39,8 @@ def run_with_decoder_flags(main: Callable, overrides: dict[str, str]):
   app.run(main, argv=argv)
 
 
-def cli_prologue(argv, workdir: str, which: str, average: int, prepare: Callable[[Run], Any]) -> tuple[Run, Any]:
+def cli_prologue(argv, workdir: str, which: str, average: int, prepare: Callable[[Run], Any],
+                 dtype: str = 'float32') -> tuple[Run, Any]:
   """Shared start of translate/evaluate/ddgviz: argument checks, quiet logs, the run, and
   `prepare(run)` (decoders etc.); a missing run or a bad decoder option prints `error: ...` and exits 2."""
   if len(argv) > 1:
@@ -48,7 +49,7 @@ def cli_prologue(argv, workdir: str, which: str, average: int, prepare: Callable
     raise app.UsageError('--workdir=<dir of a trained run> is required.')
   quiet_logs()
   try:
-    run = load_run(workdir, which, average)
+    run = load_run(workdir, which, average, dtype)
     return run, prepare(run)
   except (checkpoint.CheckpointError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)

@@ -6,11 +6,14 @@ import json
 import os
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import ml_collections
 
 from nat_jax import checkpoint
 from nat_jax.data import Tokenizer, load_or_train_tokenizer
 from nat_jax.methods import DEFAULTS, get_method
+from nat_jax.models.transformer import DTYPES
 from nat_jax.sharding import make_mesh
 from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
 
@@ -46,8 +49,21 @@ def upgrade_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
   return ml_collections.ConfigDict(plain)
 
 
-def load_run(workdir: str, which: str = 'latest', average: int = 1) -> Run:
-  """Config, tokenizer and params of a training run; clear errors when something is missing."""
+def cast_params(params, dtype: str):
+  """Floating-point parameters cast to `dtype` (once, at load: half-precision inference)."""
+  to = DTYPES[dtype]
+  return jax.tree_util.tree_map(lambda x: x.astype(to) if jnp.issubdtype(x.dtype, jnp.floating) else x, params)
+
+
+def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str = 'float32') -> Run:
+  """Config, tokenizer and params of a training run; clear errors when something is missing.
+
+  dtype 'bfloat16' / 'float16' loads it for half-precision inference: the parameters are cast once
+  and the model computes in that dtype (model.dtype), with attention and output softmax statistics,
+  the length head and the DAG transition head in fp32 as always.
+  """
+  if dtype not in DTYPES:
+    raise ValueError(f'dtype must be one of {sorted(DTYPES)}, got {dtype!r}.')
   config_path = os.path.join(workdir, CONFIG_FILE)
   spm_path = os.path.join(workdir, TOKENIZER_FILE)
   for path, what in ((config_path, 'config'), (spm_path, 'sentencepiece model')):
@@ -61,4 +77,8 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1) -> Run:
   method = get_method(config, tokenizer.vocab_size)
   abstract, _ = state_shardings(method, make_optimizer(config), dummy_batch(), make_mesh(1))
   params, meta = checkpoint.load_params(workdir, abstract, which=which, average=average)
+  if dtype != 'float32':
+    config.model.dtype = dtype
+    method = get_method(config, tokenizer.vocab_size)
+    params = cast_params(params, dtype)
   return Run(config, tokenizer, method, params, meta)

@@ -223,16 +223,21 @@ def adopt_tokenizer(init_from: str, workdir: str):
     raise ConfigError(f'{dst} differs from the tokenizer of init_from={init_from!r}; use a fresh --workdir.')
 
 
-def initial_params(init_from: str, like, shardings):
-  """The latest params of the run in `init_from`, checked against this model's parameter shapes."""
+def initial_params(init_from: str, method, like, shardings):
+  """The latest params of the run in `init_from` (completed by the method's `adopt_params`, if it
+  has one, with what it adds to that run's model), checked against this model's parameter shapes."""
   params = load_run(init_from).params
-  signature = lambda tree: {jax.tree_util.keystr(k): (x.shape, x.dtype) for k, x in
+  if hasattr(method, 'adopt_params'):
+    params = method.adopt_params(params, like)
+  signature = lambda tree: {jax.tree_util.keystr(k): (tuple(x.shape), str(x.dtype)) for k, x in
                             jax.tree_util.tree_leaves_with_path(tree)}
   have, want = signature(params), signature(like)
-  diff = [k for k in sorted(set(have) | set(want)) if have.get(k) != want.get(k)]
+  diff = [f'{k}: {have.get(k, "missing")} in init_from vs {want.get(k, "missing")} here'
+          for k in sorted(set(have) | set(want)) if have.get(k) != want.get(k)]
   if diff:
-    raise ConfigError(f'init_from={init_from!r}: its parameters do not match this model ({len(diff)} differ, '
-                      f'e.g. {diff[:3]}); the model sections of both configs must agree.')
+    raise ConfigError(f'init_from={init_from!r}: its parameters do not fit this model ({len(diff)} differ: '
+                      f'{"; ".join(diff[:4])}{" ..." if len(diff) > 4 else ""}); the model sections of both '
+                      f'configs must agree (sizes, layers, vocabulary).')
   return jax.device_put(params, shardings)
 
 
@@ -349,7 +354,7 @@ def initial_state(config, method, tx, batch, mesh, state_sh, abstract_state, ckp
     return state, int(state.step)
   state = create_train_state(method, tx, batch, mesh, jax.random.PRNGKey(config.seed))
   if config.init_from:
-    state = state.replace(params=initial_params(config.init_from, state.params, state_sh.params))
+    state = state.replace(params=initial_params(config.init_from, method, state.params, state_sh.params))
     if lead:
       print(f'Initialised the parameters from {config.init_from} (fresh optimizer, step 0).', flush=True)
   return state, 0

@@ -26,6 +26,8 @@ flags.DEFINE_string('output', None, 'Output file (default: stdout).')
 flags.DEFINE_integer('batch_size', 64, 'Sentences per decoding batch.')
 flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which checkpoints to load.')
 flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')
+flags.DEFINE_enum('dtype', 'float32', ['float32', 'bfloat16', 'float16'],
+                  'Inference precision: parameters cast once at load, softmax statistics in fp32.')
 flags.DEFINE_integer('chunk_lines', 4096, 'Lines read and translated at a time (bounds memory on big inputs).')
 FLAGS = flags.FLAGS
 DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
@@ -57,7 +59,7 @@ def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
 def main(argv):
   run, (decode_fn, options) = cli.cli_prologue(
       argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
-      lambda run: decode.build_decoder(run.method, FLAGS.decoder, DECODER_OVERRIDES))
+      lambda run: decode.build_decoder(run.method, FLAGS.decoder, DECODER_OVERRIDES), FLAGS.dtype)
   source = open(FLAGS.input, 'rb') if FLAGS.input else sys.stdin.buffer
   sink = open(FLAGS.output, 'w', encoding='utf-8') if FLAGS.output else sys.stdout
   done, t0 = 0, time.time()

@@ -50,16 +50,47 @@ def test_translate_without_a_trained_run_is_a_clear_error(tmp_path):
 def test_evaluate_writes_tables_for_each_decoder(trained_run, tmp_path):
   out = tmp_path / 'eval'
   result = subprocess.run([sys.executable, '-m', 'nat_jax.evaluate', f'--workdir={trained_run}',
-                           '--decoders=greedy,beam', '--decoder.beam_size=2', '--latency_sentences=2',
-                           '--batch_size=8', f'--out={out}'], cwd=REPO, capture_output=True, text=True, timeout=600)
+                           '--decoders=greedy,beam', '--decoder.beam_size=2', '--latency_sentences=3',
+                           '--batch1_runs=2', '--batch_size=8', f'--out={out}'], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   report = json.loads((out / 'eval.json').read_text())
   assert [r['decoder'] for r in report['results']] == ['greedy', 'beam']
   for r in report['results']:
     assert r['sentences'] == 16 and r['first_ref']['num_refs'] == 1 and r['all_refs']['num_refs'] == 2
     assert 'nrefs:2' in r['all_refs']['bleu_signature'] and r['latency_ms_batch1_median'] > 0
+    # words/s of a pass = its words / its time; the mean latency is the mean time per sentence
+    words = sum(len(e.split('\t')[0].split()) for e in open(report_sources(trained_run)).read().splitlines()[:3])
+    implied = words / (r['latency_ms_batch1_mean'] / 1000 * 3)
+    assert 0.5 < r['source_words_per_s_batch1'] / implied < 2, (r, implied)
   assert report['results'][1]['options']['beam_size'] == 2
   assert '| beam |' in (out / 'eval.md').read_text()
+
+
+def report_sources(workdir: str) -> str:
+  """The test-split file of a tiny run (TSV, source first)."""
+  return load_run(workdir).config.data.test_files
+
+
+def test_half_precision_loads_cast_params_and_stays_close(trained_run):
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  full = load_run(trained_run)
+  src = jnp.array([[10, 11, 12, 13, 1, 0]])
+  tgt = jnp.array([[20, 21, 22, 1]])
+  from nat_jax.methods.autoregressive import autoregressive_inputs
+  inputs = autoregressive_inputs(tgt)
+  logp = lambda run: jax.nn.log_softmax(run.method.model.apply(
+      {'params': run.params}, src, inputs.tokens, inputs.positions, inputs.self_mask()).astype(jnp.float32))
+  for dtype in ('bfloat16', 'float16'):
+    half = load_run(trained_run, dtype=dtype)
+    leaves = jax.tree_util.tree_leaves(half.params)
+    assert all(x.dtype == jnp.dtype(dtype) for x in leaves) and half.config.model.dtype == dtype
+    assert float(jnp.max(jnp.abs(logp(half) - logp(full)))) < 0.1
+    decode_fn, _ = decode.build_decoder(half.method, 'greedy', {})
+    hyps, _ = translate_texts(half, ['In the beginning.', '', 'And God said.'], decode_fn, 2)
+    assert len(hyps) == 3 and hyps[1] == ''
 
 
 def test_evaluate_rejects_unknown_decoder_option(trained_run):

@@ -1,17 +1,20 @@
 """Decoders: method-agnostic functions over the views a method offers (nat_jax.decode.interfaces).
 
   registry.py    `--decoder=<name> [--decoder.<opt>=<v>]` -> jitted (params, src) -> DecodeOutput
-  interfaces.py  LeftToRightScorer, GraphPredictor (the Protocols decoders need), DecodeOutput
+  interfaces.py  LeftToRightScorer, GraphPredictor, MaskPredictor, HybridScorer (the Protocols decoders
+                 need), DecodeOutput
   lengths.py     the decode-length bound and where a sequence ends (first EOS)
   greedy.py, beam.py, jacobi.py    left-to-right decoders (LeftToRightScorer)
   dag.py                           DA-Transformer decoders (GraphPredictor)
+  mask_predict.py                  Mask-Predict (MaskPredictor: CMLM)
+  hrt.py                           Skip-AT then one Skip-CMLM fill (HybridScorer: HRT)
 
 A new decoder is a function `fn(view, src, **options) -> DecodeOutput` registered with
 `@register_decoder('name', <Protocol>, **typed option defaults)`; it then runs on every method
 whose `views()` offers that Protocol.
 """
-from nat_jax.decode.interfaces import DecodeOutput, Graph, GraphPredictor, LeftToRightScorer
+from nat_jax.decode.interfaces import DecodeOutput, Graph, GraphPredictor, HybridScorer, LeftToRightScorer, MaskPredictor
 from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, decoders_for, make_decode_fn, method_view,
                                      parse_options, register_decoder)
 
-from nat_jax.decode import beam, dag, greedy, jacobi  # noqa: E402,F401  (register decoders)
+from nat_jax.decode import beam, dag, greedy, hrt, jacobi, mask_predict  # noqa: E402,F401  (register decoders)

@@ -82,14 +82,10 @@ def beam_step(scorer: LeftToRightScorer, enc, state: BeamState, alpha: float) ->
   return BeamState(state.step + 1, seqs, alive_logp, fin_seqs, fin_scores, cache)
 
 
-@register_decoder('beam', LeftToRightScorer, beam_size=4, alpha=0.6, max_len=0)
-def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = 0.6,
-                max_len: int = 0) -> DecodeOutput:
-  """Best finished hypothesis per row by logp / lp(length) (length counts EOS)."""
-  require_one_token_per_step(scorer, 'beam')
-  t_max = resolve_max_len(scorer, src, max_len)
-  b, k = src.shape[0], beam_size
-  enc = add_beam_dim(scorer.encode(src), k)  # [B*K, ...]
+def beam_search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: float, t_max: int) -> BeamState:
+  """Beam search from an encoder state (`scorer.encode`'s, batch `batch`) for at most t_max tokens."""
+  b, k = batch, beam_size
+  enc = add_beam_dim(enc, k)  # [B*K, ...]
   seqs = jnp.zeros((b, k, t_max + 1), jnp.int32).at[:, :, 0].set(Tokenizer.bos_id)  # [B, K, T+1]
   init = BeamState(step=jnp.int32(0), seqs=seqs,
                    alive_logp=jnp.tile(jnp.array([0.0] + [NEG_INF] * (k - 1), jnp.float32), (b, 1)),
@@ -102,12 +98,40 @@ def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, a
     rows_open = jnp.max(state.fin_scores, axis=1) < best_possible
     return (state.step < t_max) & jnp.any(rows_open)
 
-  final = jax.lax.while_loop(running, lambda s: beam_step(scorer, enc, s, alpha), init)
-  # Rows with no finished hypothesis (hit T_max) fall back to their best alive one.
-  has_fin = final.fin_scores[:, 0] > NEG_INF / 2  # [B]
-  best = jnp.where(has_fin[:, None], final.fin_seqs[:, 0], final.seqs[:, 0])[:, 1:]  # [B, T]
-  score = jnp.where(has_fin, final.fin_scores[:, 0], final.alive_logp[:, 0] / length_penalty(t_max, alpha))
-  valid, length = through_first_eos(best)
+  return jax.lax.while_loop(running, lambda s: beam_step(scorer, enc, s, alpha), init)
+
+
+def best_hypotheses(final: BeamState, alpha: float, count: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """The `count` (<= K) best hypotheses of a search: its finished ones by length-normalised score,
+  then, if fewer finished, its alive ones (they hit the length bound) by log-probability. Returns
+  (tokens i32[B, count, T] 0 after EOS, scores f32[B, count]: finished logp / lp(length), alive
+  logp / lp(T); summed log-probabilities f32[B, count])."""
+  k, t_max = final.seqs.shape[1], final.seqs.shape[2] - 1
+  finished = jnp.sum(final.fin_scores > NEG_INF / 2, axis=1, keepdims=True)  # [B, 1]; both lists sorted by top_k
+  rank = jnp.arange(count)[None, :]  # [1, count]
+  idx = jnp.where(rank < finished, rank, k + rank - finished)  # [B, count] into [finished | alive]
+  take = lambda x: jnp.take_along_axis(x, idx.reshape(idx.shape + (1,) * (x.ndim - 2)), axis=1)
+  seqs = take(jnp.concatenate([final.fin_seqs, final.seqs], axis=1))[:, :, 1:]  # [B, count, T]
+  valid, length = through_first_eos(seqs.reshape(-1, t_max))
+  seqs = jnp.where(valid, seqs.reshape(-1, t_max), 0).reshape(seqs.shape)
+  is_fin = rank < finished  # [B, count]
+  values = take(jnp.concatenate([final.fin_scores, final.alive_logp], axis=1))  # finished: normalised; alive: logp
+  fin_lp = length_penalty(length.reshape(is_fin.shape).astype(jnp.float32), alpha)
+  scores = jnp.where(is_fin, values, values / length_penalty(t_max, alpha))
+  logp = jnp.where(is_fin, values * fin_lp, values)
+  return seqs, scores, logp
+
+
+@register_decoder('beam', LeftToRightScorer, beam_size=4, alpha=0.6, max_len=0)
+def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = 0.6,
+                max_len: int = 0) -> DecodeOutput:
+  """Best finished hypothesis per row by logp / lp(length) (length counts EOS); a row with none
+  (every hypothesis hit the length bound) falls back to its best alive one."""
+  require_one_token_per_step(scorer, 'beam')
+  final = beam_search(scorer, scorer.encode(src), src.shape[0], beam_size, alpha,
+                      resolve_max_len(scorer, src, max_len))
+  seqs, scores, _ = best_hypotheses(final, alpha, 1)
+  _, length = through_first_eos(seqs[:, 0])
   # steps: tokens of the returned hypothesis incl. EOS (as greedy's); loop_steps: iterations the batch ran.
-  return DecodeOutput(jnp.where(valid, best, 0), score,
-                      {'steps': length, 'loop_steps': jnp.full((b,), final.step, jnp.int32)})
+  return DecodeOutput(seqs[:, 0], scores[:, 0],
+                      {'steps': length, 'loop_steps': jnp.full((src.shape[0],), final.step, jnp.int32)})

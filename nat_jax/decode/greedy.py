@@ -46,6 +46,18 @@ def greedy_step(scorer: LeftToRightScorer, enc, state: GreedyState) -> GreedySta
       lengths=state.lengths + jnp.sum(live, axis=1).astype(jnp.int32), cache=cache)
 
 
+def greedy_search(scorer: LeftToRightScorer, enc, batch: int, num_steps: int) -> GreedyState:
+  """At most `num_steps` steps of argmax decoding from an encoder state (`scorer.encode`'s)."""
+  z = scorer.tokens_per_step
+  width = num_steps * z
+  init = GreedyState(step=jnp.int32(0),
+                     tokens=jnp.zeros((batch, z + width), jnp.int32).at[:, :z].set(Tokenizer.bos_id),
+                     done=jnp.zeros((batch,), bool), logp=jnp.zeros((batch,), jnp.float32),
+                     lengths=jnp.zeros((batch,), jnp.int32), cache=scorer.init_cache(enc, width))
+  return jax.lax.while_loop(lambda s: (s.step < num_steps) & ~jnp.all(s.done),
+                            lambda s: greedy_step(scorer, enc, s), init)
+
+
 @register_decoder('greedy', LeftToRightScorer, max_len=0)
 def greedy_decode(scorer: LeftToRightScorer, src: jax.Array, max_len: int = 0) -> DecodeOutput:
   """Argmax tokens until every row emitted EOS or `max_len` tokens (0: the scorer's bound; with
@@ -56,13 +68,5 @@ def greedy_decode(scorer: LeftToRightScorer, src: jax.Array, max_len: int = 0) -
   """
   z = scorer.tokens_per_step
   num_steps = -(-resolve_max_len(scorer, src, max_len) // z)
-  b, width = src.shape[0], num_steps * z
-  enc = scorer.encode(src)
-  zeros = jnp.zeros((b,), jnp.int32)
-  init = GreedyState(step=jnp.int32(0),
-                     tokens=jnp.zeros((b, z + width), jnp.int32).at[:, :z].set(Tokenizer.bos_id),
-                     done=jnp.zeros((b,), bool), logp=jnp.zeros((b,), jnp.float32), lengths=zeros,
-                     cache=scorer.init_cache(enc, width))
-  final = jax.lax.while_loop(lambda s: (s.step < num_steps) & ~jnp.all(s.done),
-                             lambda s: greedy_step(scorer, enc, s), init)
+  final = greedy_search(scorer, scorer.encode(src), src.shape[0], num_steps)
   return DecodeOutput(final.tokens[:, z:], final.logp, {'steps': final.lengths})

@@ -70,3 +70,32 @@ class GraphPredictor(Protocol):
 
   def max_decode_len(self, src_len: int) -> int:
     """Output-length bound for a padded source width."""
+
+
+class MaskPredictor(Protocol):
+  """A non-autoregressive decoder over [MASK] inputs with a length predictor (mask_predict)."""
+
+  def encode(self, src: jax.Array) -> Any:
+    """src i32[B, S] -> encoder state (pytree, batch on axis 0)."""
+
+  def length_log_probs(self, enc: Any) -> jax.Array:
+    """log P(target length incl. EOS) f32[B, C] over lengths 0 .. C - 1."""
+
+  def fill_logits(self, enc: Any, tokens: jax.Array) -> jax.Array:
+    """tokens i32[B, W] (MASK where unknown, 0 = no slot) -> logits f32[B, W, V] of every slot."""
+
+  def max_decode_len(self, src_len: int) -> int:
+    """Output-length bound for a padded source width."""
+
+
+class HybridScorer(Protocol):
+  """HRT: a Skip-AT left-to-right view that writes every k-th token and a Skip-CMLM pass that
+  fills the k - 1 tokens between them (the hrt decoder)."""
+  chunk: int  # k, the chunk size the model was trained with
+
+  def skip_scorer(self, chunk: int) -> LeftToRightScorer:
+    """The left-to-right view that writes every `chunk`-th token (chunk = 1: plain left-to-right);
+    its `encode` output is what `fill_logits` takes."""
+
+  def fill_logits(self, enc: Any, tokens: jax.Array) -> jax.Array:
+    """tokens i32[B, W] (MASK where unknown, 0 = no slot) -> logits f32[B, W, V] of every slot."""

@@ -36,11 +36,19 @@ def autoregressive_inputs(target: jax.Array) -> DecoderInputs:
 
 @dataclasses.dataclass(frozen=True)
 class TransformerScorer:
-  """LeftToRightScorer over a Transformer decoder: slot t sits at position t, one slot per step."""
+  """Decoding views of a Transformer decoder with bound parameters.
+
+  As a LeftToRightScorer: slot t sits at position t * position_stride (1; HRT's Skip-AT: k), one
+  slot per step, and the start slots read `start_token` (BOS; HRT's Skip-AT: <B_k>). As a
+  MaskPredictor: `fill_logits` scores every slot of a partly masked sequence with full attention,
+  and `length_log_probs` reads the model's length head (CMLM).
+  """
   model: Transformer
   params: Any
   max_target_len: int  # config.max_decode_len
   tokens_per_step: int = 1
+  position_stride: int = 1
+  start_token: int = Tokenizer.bos_id
 
   def _apply(self, *args, method):
     return self.model.apply({'params': self.params}, *args, method=method)
@@ -63,13 +71,28 @@ class TransformerScorer:
     num_slots = cache['positions'].shape[1]
     slots = start + jnp.arange(t)  # [T]
     z = self.tokens_per_step
+    tokens = jnp.where(slots[None] < z, self.start_token, tokens)  # start slots hold BOS -> this view's start
     mask = attention_mask(jnp.arange(num_slots) // z, query_groups=slots // z)  # [T, C]
-    return self.model.apply({'params': self.params}, tokens, jnp.broadcast_to(slots, (b, t)),
+    return self.model.apply({'params': self.params}, tokens, jnp.broadcast_to(slots * self.position_stride, (b, t)),
                             jnp.broadcast_to(mask, (b, t, num_slots)), enc['encoded'], enc['src_valid'],
                             cross_kv=enc['cross_kv'], cache=cache, cache_start=start, method=Transformer.decode)
 
+  def fill_logits(self, enc, tokens):
+    """tokens i32[B, W] (0 = no slot) -> logits f32[B, W, V]: one non-causal pass, slot w at position w,
+    every slot attending every slot that holds a token."""
+    positions = jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)  # [B, W]
+    mask = attention_mask(jnp.zeros_like(tokens), tokens > 0)  # [B, W, W]
+    logits, _ = self.model.apply({'params': self.params}, tokens, positions, mask, enc['encoded'], enc['src_valid'],
+                                 cross_kv=enc['cross_kv'], method=Transformer.decode)
+    return logits
+
+  def length_log_probs(self, enc):
+    """log P(target length incl. EOS) f32[B, C] from the model's length head."""
+    return jax.nn.log_softmax(self._apply(enc['encoded'], enc['src_valid'], method=Transformer.length_logits))
+
   def max_decode_len(self, src_len: int) -> int:
-    return decode_length_bound(self.max_target_len, src_len)
+    """Steps this view may take: the output-length bound, over position_stride tokens per slot."""
+    return -(-decode_length_bound(self.max_target_len, src_len) // self.position_stride)
 
 
 @register('at')

@@ -59,24 +59,40 @@ def attention_mask(groups: jax.Array, valid: Optional[jax.Array] = None, *,
 
 
 class Embed(nn.Module):
-  """Token embedding shared by encoder, decoder and output projection (joint vocabulary)."""
+  """Token embedding shared by encoder, decoder and output projection (joint vocabulary).
+
+  `start_tokens` > 0 adds input-only tokens with ids vocab_size .. vocab_size + start_tokens - 1
+  (param `start_embeddings`), e.g. HRT's Skip-AT start token <B_k>: they can be fed, never predicted.
+  """
   vocab_size: int
   features: int
   dtype: Dtype = jnp.float32
+  start_tokens: int = 0
 
   def setup(self):
-    self.embedding = self.param(
-        'embedding',
-        nn.with_logical_partitioning(nn.initializers.normal(self.features**-0.5), ('vocab', 'embed')),
-        (self.vocab_size, self.features), jnp.float32)
+    init = nn.initializers.normal(self.features**-0.5)
+    self.embedding = self.param('embedding', nn.with_logical_partitioning(init, ('vocab', 'embed')),
+                                (self.vocab_size, self.features), jnp.float32)
+    if self.start_tokens:
+      self.start_embeddings = self.param('start_embeddings', nn.with_logical_partitioning(init, (None, 'embed')),
+                                         (self.start_tokens, self.features), jnp.float32)
 
   def __call__(self, tokens: jax.Array) -> jax.Array:
     """i32[B, T] -> dtype[B, T, D], scaled by sqrt(D)."""
-    return jnp.take(self.embedding, tokens, axis=0).astype(self.dtype) * np.sqrt(self.features)
+    table = self.embedding
+    if self.start_tokens:
+      table = jnp.concatenate([table, self.start_embeddings], axis=0)  # [V + n, D]
+    return jnp.take(table, tokens, axis=0).astype(self.dtype) * np.sqrt(self.features)
 
   def attend(self, x: jax.Array) -> jax.Array:
     """dtype[B, T, D] -> f32[B, T, V] logits against the embedding matrix."""
     return jnp.einsum('btd,vd->btv', x, self.embedding.astype(self.dtype)).astype(jnp.float32)
+
+
+def relative_buckets(q_pos: jax.Array, kv_pos: jax.Array, window: int) -> jax.Array:
+  """i32[B, Tq, Tk] in [0, 2w]: clip(p_key - p_query, -w, w) + w, the row of the relative-key table
+  (q_pos i32[B, Tq], kv_pos i32[B, Tk]: the positions actually fed)."""
+  return jnp.clip(kv_pos[:, None, :] - q_pos[:, :, None], -window, window) + window
 
 
 class Attention(nn.Module):
@@ -127,8 +143,7 @@ class Attention(nn.Module):
       cache = {'k': k, 'v': v}
     logits = jnp.einsum('bqhd,bkhd->bhqk', q, k.astype(self.dtype)).astype(jnp.float32)  # [B, H, Tq, Tk]
     if self.relative_window:
-      w = self.relative_window
-      dist = jnp.clip(kv_pos[:, None, :] - q_pos[:, :, None], -w, w) + w  # [B, Tq, Tk]
+      dist = relative_buckets(q_pos, kv_pos, self.relative_window)  # [B, Tq, Tk]
       q_rel = jnp.einsum('bqhd,rd->bhqr', q.astype(jnp.float32), self.relative_keys)  # [B, H, Tq, 2w+1]
       logits = logits + jnp.take_along_axis(q_rel, jnp.broadcast_to(dist[:, None], logits.shape), axis=-1)
     logits = jnp.where(mask[:, None], logits / np.sqrt(dh), NEG_INF)

@@ -30,11 +30,14 @@ class TransformerConfig:
   attention_dropout: float = 0.0
   pre_norm: bool = True
   relative_window: int = 0  # >0: key-only relative positions in decoder self-attention (HRT, w = 16)
+  start_tokens: int = 0     # input-only start tokens after the vocabulary (HRT's Skip-AT <B_k>)
+  length_classes: int = 0   # >0: a target-length head over lengths 0 .. length_classes - 1 (CMLM)
   dtype: Any = jnp.float32  # activation dtype; params and softmax statistics stay fp32
 
 
-def transformer_config(model_cfg, vocab_size: int) -> TransformerConfig:
-  """ml_collections `config.model` -> TransformerConfig (clear errors for bad values)."""
+def transformer_config(model_cfg, vocab_size: int, **extra) -> TransformerConfig:
+  """ml_collections `config.model` -> TransformerConfig (clear errors for bad values); `extra` sets
+  what a method adds (start_tokens, length_classes)."""
   if model_cfg.dtype not in DTYPES:
     raise ValueError(f'model.dtype must be one of {sorted(DTYPES)}, got {model_cfg.dtype!r}.')
   if model_cfg.d_model % model_cfg.num_heads:
@@ -43,7 +46,7 @@ def transformer_config(model_cfg, vocab_size: int) -> TransformerConfig:
       vocab_size=vocab_size, d_model=model_cfg.d_model, num_heads=model_cfg.num_heads, d_ff=model_cfg.d_ff,
       enc_layers=model_cfg.enc_layers, dec_layers=model_cfg.dec_layers, dropout=model_cfg.dropout,
       attention_dropout=model_cfg.attention_dropout, pre_norm=model_cfg.pre_norm,
-      relative_window=model_cfg.relative_window, dtype=DTYPES[model_cfg.dtype])
+      relative_window=model_cfg.relative_window, dtype=DTYPES[model_cfg.dtype], **extra)
 
 
 def residual(f, x, norm, dropout, pre_norm: bool, deterministic: bool):
@@ -116,7 +119,11 @@ class Transformer(nn.Module):
 
   def setup(self):
     c = self.cfg
-    self.embed = Embed(c.vocab_size, c.d_model, c.dtype)
+    self.embed = Embed(c.vocab_size, c.d_model, c.dtype, c.start_tokens)
+    if c.length_classes:
+      self.length_embed = self.param(
+          'length_embed', nn.with_logical_partitioning(nn.initializers.normal(c.d_model**-0.5), (None, 'embed')),
+          (c.length_classes, c.d_model), jnp.float32)
     self.encoder_layers = [EncoderLayer(c, name=f'encoder_{i}') for i in range(c.enc_layers)]
     self.decoder_layers = [DecoderLayer(c, name=f'decoder_{i}') for i in range(c.dec_layers)]
     if c.pre_norm:
@@ -178,6 +185,13 @@ class Transformer(nn.Module):
   def logits(self, hidden):
     """Output projection (tied to the embeddings): [B, T, D] -> f32[B, T, V]."""
     return self.embed.attend(hidden)
+
+  def length_logits(self, encoded, src_valid):
+    """Target-length scores f32[B, length_classes]: the mean-pooled encoder states [B, S, D] (over
+    src_valid bool[B, S]) against a learned embedding per length (Mask-Predict's length predictor)."""
+    weights = src_valid.astype(jnp.float32)[..., None]  # [B, S, 1]
+    pooled = jnp.sum(encoded.astype(jnp.float32) * weights, axis=1) / jnp.maximum(jnp.sum(weights, axis=1), 1.0)
+    return pooled @ self.length_embed.T  # [B, C]
 
   def precompute_cross(self, encoded):
     """Per decoder layer, the encoder keys/values {'k','v': [B, S, H, Dh]}: computed once per sentence."""

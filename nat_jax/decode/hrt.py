@@ -1,0 +1,70 @@
+"""HRT decoding: Skip-AT writes every k-th token left to right, one Skip-CMLM pass fills the rest.
+
+(1) Skip-AT from <B_k> until EOS, at most ceil(bound / k) steps: greedy for b_at = 1, else beam
+search with b_at beams and GNMT length penalty alpha, keeping its b_nat best hypotheses z_1..z_m
+(through the first EOS). (2) For each, one Skip-CMLM pass over ([M]^(k-1) z_1 ... [M]^(k-1) z_m)
+fills every [M] with its argmax; the z tokens never change. (3) Score S = sum of the Skip-AT
+log-probabilities + sum of the filled tokens' log-probabilities (unnormalised); the best S wins.
+(4) The output is cut at its first EOS (a filled token may end the sentence inside the last chunk).
+A hypothesis that reached the step bound without EOS is filled and returned as it is.
+`chunk=1` decodes the same model plainly left to right (C_d = 1: AT format from BOS, no fill).
+One jitted call per batch; the encoder runs once and both phases share it.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from nat_jax.data.tokenizer import Tokenizer
+from nat_jax.decode.beam import add_beam_dim, beam_search, best_hypotheses
+from nat_jax.decode.greedy import greedy_search
+from nat_jax.decode.interfaces import DecodeOutput, HybridScorer
+from nat_jax.decode.lengths import through_first_eos
+from nat_jax.decode.mask_predict import predict
+from nat_jax.decode.registry import register_decoder
+
+
+def skip_frame(skips: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+  """skips i32[R, m] (Skip-AT tokens, 0 after the first EOS) -> (Skip-CMLM input i32[R, k m]: z_j at
+  slot jk + k - 1, [MASK] at the other slots of the first len(z) chunks, 0 past them; fill bool[R, k m]:
+  the [MASK] slots)."""
+  _, z_len = through_first_eos(skips)  # [R] chunks in use (m where no EOS)
+  slots = jnp.arange(k * skips.shape[1])  # [km]
+  on_skip = slots % k == k - 1
+  in_use = slots[None, :] < k * z_len[:, None]  # [R, km]
+  z = jnp.take(skips, slots // k, axis=1)  # [R, km]: z of each slot's chunk
+  fill = in_use & ~on_skip[None, :]
+  return jnp.where(in_use, jnp.where(on_skip[None, :], z, Tokenizer.mask_id), 0), fill
+
+
+@register_decoder('hrt', HybridScorer, b_at=1, b_nat=1, alpha=0.6, chunk=0, max_len=0)
+def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1, alpha: float = 0.6,
+               chunk: int = 0, max_len: int = 0) -> DecodeOutput:
+  """chunk: 0 = the model's k, 1 = left to right; max_len: output tokens (0 = the model's bound).
+  Returns tokens i32[B, k m] (0 after EOS), S, and aux: steps (Skip-AT steps incl. EOS), length."""
+  k = chunk or view.chunk
+  if not 1 <= b_nat <= b_at:
+    raise ValueError(f'hrt needs 1 <= b_nat <= b_at, got b_at={b_at}, b_nat={b_nat}.')
+  scorer = view.skip_scorer(k)
+  steps = -(-max_len // k) if max_len > 0 else scorer.max_decode_len(src.shape[1])
+  b = src.shape[0]
+  enc = scorer.encode(src)
+  if b_at == 1:
+    final = greedy_search(scorer, enc, b, steps)
+    skips, logp = final.tokens[:, None, 1:], final.logp[:, None]  # [B, 1, m], [B, 1]
+  else:
+    skips, _, logp = best_hypotheses(beam_search(scorer, enc, b, b_at, alpha, steps), alpha, b_nat)
+  n, m = skips.shape[1], skips.shape[2]
+  flat = skips.reshape(b * n, m)
+  if k == 1:
+    out, score = flat, logp.reshape(-1)
+  else:
+    inputs, fill = skip_frame(flat, k)
+    tok, tok_logp = predict(view, add_beam_dim(enc, n), inputs)  # [B*n, km]
+    out = jnp.where(fill, tok, inputs)
+    score = logp.reshape(-1) + jnp.sum(jnp.where(fill, tok_logp, 0.0), axis=1)
+  best = jnp.argmax(score.reshape(b, n), axis=1)  # [B]
+  rows = jnp.arange(b) * n + best
+  _, skip_len = through_first_eos(flat[rows])
+  valid, length = through_first_eos(out[rows])
+  return DecodeOutput(jnp.where(valid, out[rows], 0), score[rows], {'steps': skip_len, 'length': length})

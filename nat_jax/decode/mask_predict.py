@@ -1,0 +1,85 @@
+"""Mask-Predict (Ghazvininejad et al. 2019): iterative parallel refinement over [MASK] inputs.
+
+For each sentence the `length_beam` (l) most probable lengths N (incl. EOS, each >= 2) are decoded
+side by side, folded into the batch ([B, l] -> [B*l]). A candidate's N - 1 text slots start as
+[MASK] and slot N - 1 holds EOS. Iteration 0 predicts every text slot (argmax); iteration
+t = 1 .. I-1 re-masks the n = max(1, floor((N - 1)(I - t) / I)) text tokens of lowest probability
+and re-predicts only those (the other tokens keep their tokens and probabilities). The sentence's
+output is the candidate with the best mean log-probability of its text tokens. One jitted call
+per batch: a lax.fori_loop over iterations.
+
+A predicted length above the decode bound is clamped to it (aux 'length_clamped' = 1 for a
+sentence whose chosen candidate was).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from nat_jax.data.tokenizer import Tokenizer
+from nat_jax.decode.beam import add_beam_dim
+from nat_jax.decode.interfaces import DecodeOutput, MaskPredictor
+from nat_jax.decode.lengths import resolve_max_len
+from nat_jax.decode.registry import register_decoder
+
+MIN_LENGTH = 2  # a candidate has at least one text token before its EOS
+
+
+def remask_counts(text_lengths: jax.Array, t, iterations: int) -> jax.Array:
+  """i32[...]: tokens re-masked at iteration t (1 .. I-1): max(1, floor(n (I - t) / I)) for n text tokens."""
+  return jnp.maximum(1, (text_lengths * (iterations - t)) // iterations).astype(jnp.int32)
+
+
+def length_candidates(length_logp: jax.Array, beam: int, bound: int) -> tuple[jax.Array, jax.Array]:
+  """The `beam` most probable lengths >= 2 (length_logp f32[B, C]) -> (lengths i32[B, l] clamped to
+  `bound`, clamped bool[B, l])."""
+  classes = jnp.arange(length_logp.shape[1])
+  _, lengths = jax.lax.top_k(jnp.where(classes >= MIN_LENGTH, length_logp, -jnp.inf), beam)  # [B, l]
+  return jnp.minimum(lengths, bound).astype(jnp.int32), lengths > bound
+
+
+NEVER_FILLED = (Tokenizer.pad_id, Tokenizer.bos_id, Tokenizer.mask_id)  # no target is ever one of these
+
+
+def predict(view: MaskPredictor, enc, tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """The most probable token at every slot, PAD / BOS / MASK excluded, and its log-probability
+  under the model (not renormalised): (i32[B, W], f32[B, W])."""
+  logp = jax.nn.log_softmax(view.fill_logits(enc, tokens).astype(jnp.float32), axis=-1)  # [B, W, V]
+  tok = jnp.argmax(logp.at[..., NEVER_FILLED].set(-jnp.inf), axis=-1).astype(jnp.int32)
+  return tok, jnp.take_along_axis(logp, tok[..., None], axis=-1)[..., 0]
+
+
+@register_decoder('mask_predict', MaskPredictor, iterations=10, length_beam=5, max_len=0)
+def mask_predict_decode(view: MaskPredictor, src: jax.Array, iterations: int = 10, length_beam: int = 5,
+                        max_len: int = 0) -> DecodeOutput:
+  """Returns tokens i32[B, W] (text, EOS, then 0), the chosen candidate's mean text log-probability,
+  and aux: length (tokens incl. EOS), length_clamped, iterations."""
+  if iterations < 1 or length_beam < 1:
+    raise ValueError(f'mask_predict needs iterations >= 1 and length_beam >= 1, got {iterations} and {length_beam}.')
+  width = max(resolve_max_len(view, src, max_len), MIN_LENGTH)
+  b, l = src.shape[0], length_beam
+  enc = view.encode(src)
+  lengths, clamped = length_candidates(view.length_log_probs(enc), l, width)  # [B, l]
+  enc = add_beam_dim(enc, l)  # [B*l, ...]
+  text = lengths.reshape(-1) - 1  # [B*l] text tokens per candidate
+  slots = jnp.arange(width)[None, :]  # [1, W]
+  is_text = slots < text[:, None]  # [B*l, W]
+  frame = jnp.where(slots == text[:, None], Tokenizer.eos_id, 0)  # EOS at slot N - 1, 0 past it
+  tok, logp = predict(view, enc, jnp.where(is_text, Tokenizer.mask_id, frame))
+  tokens = jnp.where(is_text, tok, frame)  # [B*l, W]
+  probs = jnp.where(is_text, logp, jnp.inf)  # non-text slots are never re-masked
+
+  def refine(t, carry):
+    tokens, probs = carry
+    rank = jnp.argsort(jnp.argsort(probs, axis=1), axis=1)  # 0 = least probable
+    remask = is_text & (rank < remask_counts(text, t, iterations)[:, None])
+    tok, logp = predict(view, enc, jnp.where(remask, Tokenizer.mask_id, tokens))
+    return jnp.where(remask, tok, tokens), jnp.where(remask, logp, probs)
+
+  tokens, probs = jax.lax.fori_loop(1, iterations, refine, (tokens, probs))
+  mean_logp = (jnp.sum(jnp.where(is_text, probs, 0.0), axis=1) / jnp.maximum(text, 1)).reshape(b, l)  # [B, l]
+  best = jnp.argmax(mean_logp, axis=1)  # [B]
+  pick = lambda x: jnp.take_along_axis(x, best[:, None], axis=1)[:, 0]
+  out = jnp.take_along_axis(tokens.reshape(b, l, width), best[:, None, None], axis=1)[:, 0]  # [B, W]
+  return DecodeOutput(out, pick(mean_logp), {'length': pick(lengths), 'length_clamped': pick(clamped).astype(jnp.int32),
+                                             'iterations': jnp.full((b,), iterations, jnp.int32)})

@@ -1,0 +1,109 @@
+"""Conditional masked language model ('cmlm', Ghazvininejad et al. 2019) for Mask-Predict decoding.
+
+The decoder reads the target with some tokens replaced by [MASK] and predicts them all at once
+with full (non-causal) self-attention; slot t sits at position t. A length head on the
+mean-pooled encoder states predicts the target length, counting the EOS (Transformer.length_logits).
+
+Our choices where the papers and their two codebases leave room (DESIGN.md §4.4):
+- EOS is part of the length and sits, unmasked, at slot N - 1; only the N - 1 text tokens are
+  masked and predicted, so the decoder is told where the sentence ends exactly as Mask-Predict
+  tells it (the length is given).
+- Training masks m text tokens, m uniform in 1 .. N - 1, positions uniform without replacement
+  (`random_mask`); label-smoothed cross-entropy on the masked tokens only.
+- Loss = sum of masked-token losses + length_loss_weight x (masked tokens / sentences) x sum of
+  per-sentence length NLLs, normalised per masked token: the token mean plus length_loss_weight
+  times the sentence mean of the length NLL (fairseq's weighting; weight 0.1, the original 1.0).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from nat_jax.data.tokenizer import Tokenizer
+from nat_jax.decode.interfaces import MaskPredictor
+from nat_jax.losses.cross_entropy import smoothed_cross_entropy
+from nat_jax.methods import register
+from nat_jax.methods.autoregressive import TransformerScorer
+from nat_jax.methods.teacher_forcing import DecoderInputs
+from nat_jax.models.transformer import Transformer, transformer_config
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """The `config.cmlm` section of a CMLM recipe."""
+  return ml_collections.ConfigDict(dict(length_loss_weight=0.1))
+
+
+def random_mask(rng, maskable: jax.Array) -> jax.Array:
+  """bool[B, T]: per row, m of its maskable slots (bool[B, T]) chosen uniformly without replacement,
+  m uniform in 1 .. (number of maskable slots); rows with none stay unmasked."""
+  count_rng, pick_rng = jax.random.split(rng)
+  available = jnp.sum(maskable, axis=1)  # [B]
+  m = jnp.floor(jax.random.uniform(count_rng, available.shape) * available).astype(jnp.int32) + 1  # [B] in 1..avail
+  keys = jnp.where(maskable, jax.random.uniform(pick_rng, maskable.shape), 2.0)  # unmaskable sort last
+  rank = jnp.argsort(jnp.argsort(keys, axis=1), axis=1)  # [B, T]
+  return maskable & (rank < m[:, None])
+
+
+def masked_inputs(target: jax.Array, masked: jax.Array) -> DecoderInputs:
+  """target i32[B, T] (y + EOS, 0-padded), masked bool[B, T] -> the non-causal view: slot t reads
+  target_t or [MASK] at position t, sees every real slot, and predicts target_t where masked."""
+  positions = jnp.broadcast_to(jnp.arange(target.shape[1]), target.shape)
+  return DecoderInputs(tokens=jnp.where(masked, Tokenizer.mask_id, target), positions=positions,
+                       groups=jnp.zeros_like(target), valid=target > 0, targets=jnp.where(masked, target, 0))
+
+
+def text_slots(target: jax.Array) -> jax.Array:
+  """bool[B, T]: the slots before each row's EOS (the tokens CMLM masks)."""
+  return (target > 0) & (target != Tokenizer.eos_id)
+
+
+@register('cmlm', default_config)
+class CmlmMethod:
+  """CMLM: masked-token cross-entropy + target-length cross-entropy; a MaskPredictor view."""
+  normalizer = 'tokens'
+
+  def __init__(self, config, vocab_size: int):
+    if config.cmlm.length_loss_weight < 0:
+      raise ValueError(f'cmlm.length_loss_weight must be >= 0, got {config.cmlm.length_loss_weight}.')
+    self.length_classes = config.max_len + 1  # lengths 0 .. max_len (incl. EOS)
+    self.model = Transformer(transformer_config(config.model, vocab_size, length_classes=self.length_classes))
+    self.label_smoothing = config.label_smoothing
+    self.length_loss_weight = config.cmlm.length_loss_weight
+    self.max_target_len = config.max_decode_len
+
+  def init_params(self, rng, batch):
+    inputs = masked_inputs(batch['target'], jnp.zeros(batch['target'].shape, bool))
+    params = self.model.init(rng, batch['source'], inputs.tokens, inputs.positions, inputs.self_mask())['params']
+    return params
+
+  def loss(self, params, batch, rng, step=0, deterministic: bool = False):
+    """Sums: loss (masked tokens + weighted length term, normalised by 'tokens' = masked tokens),
+    nll / correct of the masked tokens, length_nll and length_correct over 'sentences'."""
+    src, target = batch['source'], batch['target']
+    mask_rng, dropout_rng = jax.random.split(rng)
+    inputs = masked_inputs(target, random_mask(mask_rng, text_slots(target)))
+    rngs = {'dropout': dropout_rng}
+    apply = lambda *a, **k: self.model.apply({'params': params}, *a, deterministic=deterministic, rngs=rngs, **k)
+    encoded = apply(src, method=Transformer.encode)
+    logits, _ = apply(inputs.tokens, inputs.positions, inputs.self_mask(), encoded, src > 0, method=Transformer.decode)
+    sums = smoothed_cross_entropy(logits, inputs.targets, (inputs.targets > 0).astype(jnp.float32),
+                                  self.label_smoothing)
+    real = jnp.any(target > 0, axis=1)  # [B]
+    lengths = jnp.minimum(jnp.sum(target > 0, axis=1), self.length_classes - 1)  # [B], incl. EOS
+    length_logp = jax.nn.log_softmax(self.model.apply({'params': params}, encoded, src > 0,
+                                                      method=Transformer.length_logits))  # [B, C]
+    length_nll = -jnp.take_along_axis(length_logp, lengths[:, None], axis=1)[:, 0]  # [B]
+    sentences = jnp.sum(real).astype(jnp.float32)
+    length_sum = jnp.sum(jnp.where(real, length_nll, 0.0))
+    sums['loss'] = sums['loss'] + self.length_loss_weight * sums['tokens'] / jnp.maximum(sentences, 1.0) * length_sum
+    sums.update(sentences=sentences, length_nll=length_sum,
+                length_correct=jnp.sum(real & (jnp.argmax(length_logp, axis=1) == lengths)).astype(jnp.float32))
+    return sums
+
+  def views(self):
+    return {MaskPredictor: lambda params: TransformerScorer(self.model, params, self.max_target_len)}
+
+  def label(self) -> str:
+    """Short description for tables."""
+    return self.name

@@ -1,0 +1,273 @@
+"""HRT: the chunk_samples contract, the curriculum, causality and relative positions, adopting an AT
+run, the hrt decoder (C_d = 1 equals greedy AT, Skip-AT tokens kept, score = teacher-forced
+rescoring) and overfitting to exact reproduction."""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import linen as nn
+
+from conftest import tiny_config
+from nat_jax import train
+from nat_jax.data.tokenizer import Tokenizer
+from nat_jax.decode import build_decoder
+from nat_jax.decode.greedy import greedy_decode
+from nat_jax.decode.mask_predict import NEVER_FILLED
+from nat_jax.methods import get_method
+from nat_jax.methods.autoregressive import AutoregressiveMethod
+from nat_jax.methods.hrt import HrtMethod, chunk_samples, skip_probability, skip_rows
+from nat_jax.models.layers import attention_mask, relative_buckets
+from nat_jax.models.transformer import Transformer
+
+BOS, EOS, MASK = Tokenizer.bos_id, Tokenizer.eos_id, Tokenizer.mask_id
+SKIP_BOS = 99
+
+
+def contract_samples(row: list[int], k: int, bos: int) -> dict[str, list[int]]:
+  """DESIGN §3 written out for one row, 1-indexed as there."""
+  t = len(row)
+  u = math.ceil(t / k)
+  n = sum(1 for x in row if x > 0)
+  big_n = k * math.ceil(n / k)
+  s = {i: (row[i - 1] if i <= n else EOS) for i in range(1, big_n + 1)}
+  pad = lambda xs, w: xs + [0] * (w - len(xs))
+  skip_targets = [s[j * k] for j in range(1, big_n // k + 1)]
+  return {'skip_at_inputs': pad(([bos] + skip_targets[:-1]) if n else [], u),
+          'skip_at_positions': [j * k for j in range(u)],
+          'skip_at_targets': pad(skip_targets, u),
+          'skip_cmlm_inputs': pad([s[i] if i % k == 0 else MASK for i in range(1, big_n + 1)], k * u),
+          'skip_cmlm_targets': pad([0 if i % k == 0 else s[i] for i in range(1, big_n + 1)], k * u)}
+
+
+def test_chunk_samples_paper_example():
+  y1, y2, y3, y4 = 11, 12, 13, 14
+  out = chunk_samples(jnp.array([[y1, y2, y3, y4, EOS, 0]]), 2, SKIP_BOS, EOS, MASK)
+  assert out['skip_at_inputs'][0].tolist() == [SKIP_BOS, y2, y4]
+  assert out['skip_at_positions'][0].tolist() == [0, 2, 4]
+  assert out['skip_at_targets'][0].tolist() == [y2, y4, EOS]
+  assert out['skip_cmlm_inputs'][0].tolist() == [MASK, y2, MASK, y4, MASK, EOS]
+  assert out['skip_cmlm_targets'][0].tolist() == [y1, 0, y3, 0, EOS, 0]
+
+
+def test_chunk_samples_royalflush_example():
+  words = 'Der nächste große Arbeits streik trifft Oregon'.split()
+  ids = {w: 20 + i for i, w in enumerate(words)}
+  name = {v: k for k, v in ids.items()} | {EOS: 'EOS', 0: None, MASK: 'M'}
+  out = chunk_samples(jnp.array([[ids[w] for w in words] + [EOS]]), 2, SKIP_BOS, EOS, MASK)
+  assert [name[x] for x in out['skip_at_targets'][0].tolist()] == ['nächste', 'Arbeits', 'trifft', 'EOS']
+  assert [name[x] for x in out['skip_cmlm_targets'][0].tolist() if x] == ['Der', 'große', 'streik', 'Oregon']
+
+
+@pytest.mark.parametrize('k', [1, 2, 3, 4])
+def test_chunk_samples_match_the_contract_on_padded_batches(k):
+  rng = np.random.default_rng(k)
+  for width in (1, 5, 7, 12):
+    rows = []
+    for n in [0, 1, width] + list(rng.integers(1, width + 1, 5)):
+      row = list(rng.integers(5, 50, n - 1)) + [EOS] if n else []
+      rows.append(row + [0] * (width - len(row)))
+    out = {k_: np.asarray(v) for k_, v in chunk_samples(jnp.array(rows), k, SKIP_BOS, EOS, MASK).items()}
+    for i, row in enumerate(rows):
+      want = contract_samples(row, k, SKIP_BOS)
+      live = sum(1 for x in row if x > 0)
+      live = math.ceil(live / k)  # N / k: the Skip-AT entries that count
+      for key, value in want.items():
+        got = out[key][i].tolist()
+        if key == 'skip_at_positions':
+          got, value = got[:live], value[:live]
+        assert got == value, (key, k, row)
+  if k == 1:  # Skip-AT is AT and Skip-CMLM has no loss position
+    assert not out['skip_cmlm_targets'].any()
+
+
+def test_curriculum_share():
+  for t, p in ((0, 0.0), (50, 0.5), (100, 1.0), (150, 1.0)):
+    assert float(skip_probability(t, 100, 1.0)) == p
+  assert float(skip_probability(50, 100, 2.0)) == 0.25
+  targets = jnp.array([[5, EOS]] * 3 + [[0, 0]] + [[6, EOS]] * 4)  # 7 real rows, one padding row
+  for p, want in ((0.0, 0), (0.5, 3), (1.0, 7), (0.3, 2)):
+    rows = np.asarray(skip_rows(targets, p))
+    assert rows.sum() == want and not rows[3]
+    assert rows.tolist() == sorted(rows.tolist(), reverse=True) or not rows[4:].any() or rows[:3].all()
+
+
+def hrt_setup(corpus, k=2, seed=0, vocab=40, scale=4.0, **overrides):
+  config = tiny_config(corpus, **{'model.method': 'hrt', 'model.dropout': 0.0, 'model.relative_window': 4,
+                                  'hrt.chunk': k, **overrides})
+  method = get_method(config, vocab)
+  dummy = {'source': jnp.ones((1, 5), jnp.int32), 'target': jnp.ones((1, 5), jnp.int32)}
+  params = nn.meta.unbox(method.init_params(jax.random.PRNGKey(seed), dummy))
+  params['embed']['embedding'] = params['embed']['embedding'] * scale  # peaked, varied distributions
+  return config, method, params
+
+
+def test_curriculum_in_the_loss(corpus):
+  _, method, params = hrt_setup(corpus)
+  batch = {'source': jnp.array([[7, 8, EOS]] * 8), 'target': jnp.array([[9, 10, 11, EOS]] * 8)}
+  steps = method.curriculum[0]
+  for step, want in ((0, 0), (steps // 2, 4), (steps, 8)):
+    assert float(method.loss(params, batch, jax.random.PRNGKey(0), step=step)['skip_rows']) == want
+
+
+def test_skip_at_is_causal(corpus):
+  _, method, params = hrt_setup(corpus, k=3)
+  src = jnp.array([[7, 8, 9, EOS]])
+  tokens = jnp.array([[SKIP_BOS, 11, 12, 13, 14]])
+  positions = jnp.arange(5)[None] * 3
+  mask = attention_mask(jnp.arange(5)[None])
+  logits = lambda tok: method.model.apply({'params': params}, src, tok, positions, mask)
+  base = logits(tokens.at[0, 0].set(40))  # <B_k> is id = vocab size
+  for i in range(4):
+    changed = logits(tokens.at[0, 0].set(40).at[0, i + 1].set(30))
+    np.testing.assert_allclose(changed[0, :i + 1], base[0, :i + 1], atol=1e-5)
+    assert not np.allclose(changed[0, i + 1:], base[0, i + 1:])
+
+
+def test_relative_buckets_stay_in_range():
+  w = 16
+  q = jnp.array([[0, 2, 4, 100, 300]])
+  kv = jnp.array([[0, 2, 4, 6, 8, 200, 400]])
+  buckets = np.asarray(relative_buckets(q, kv, w))
+  assert buckets.min() >= 0 and buckets.max() <= 2 * w
+  want = np.clip(np.asarray(kv)[0][None, :] - np.asarray(q)[0][:, None], -w, w) + w
+  np.testing.assert_array_equal(buckets[0], want)
+
+
+def at_twin(corpus, config, params):
+  """The AT method with the same model sections, and the HRT params without <B_k>."""
+  at = AutoregressiveMethod(config, vocab_size=40)
+  at_params = jax.tree_util.tree_map(lambda x: x, params)
+  del at_params['embed']['start_embeddings']
+  return at, at_params
+
+
+def test_adopting_an_at_run_keeps_its_function(corpus):
+  config = tiny_config(corpus, **{'model.dropout': 0.0})  # an AT without relative keys
+  at = AutoregressiveMethod(config, vocab_size=40)
+  dummy = {'source': jnp.ones((1, 5), jnp.int32), 'target': jnp.ones((1, 5), jnp.int32)}
+  at_params = nn.meta.unbox(at.init_params(jax.random.PRNGKey(1), dummy))
+  _, method, fresh = hrt_setup(corpus)
+  params = method.adopt_params(at_params, fresh)
+  assert jax.tree_util.tree_structure(params) == jax.tree_util.tree_structure(fresh)
+  np.testing.assert_array_equal(params['embed']['start_embeddings'][0], at_params['embed']['embedding'][BOS])
+  src = jnp.array([[7, 8, 9, EOS, 0]])
+  tgt = jnp.array([[11, 12, 13, EOS]])
+  at_out = greedy_decode(at.scorer(at_params), src)
+  hrt_out = build_decoder(method, 'hrt', {'chunk': '1'})[0](params, src)
+  np.testing.assert_array_equal(at_out.tokens, hrt_out.tokens)
+  loss = lambda m, p: m.loss(p, {'source': src, 'target': tgt}, jax.random.PRNGKey(0), deterministic=True)
+  assert float(loss(at, at_params)['nll']) > 0
+
+
+def test_init_from_a_run_of_another_size_is_a_clear_error(corpus, compile_cache, trained_run, tmp_path):
+  config = tiny_config(corpus, compile_cache, init_from=trained_run,
+                       **{'model.method': 'hrt', 'model.d_model': 48, 'model.relative_window': 4})
+  with pytest.raises(train.ConfigError, match=r"init_from=.*do not fit this model.*\(32, 2, 16\).*\(48, 2, 24\)"):
+    train.train_and_evaluate(config, str(tmp_path / 'hrt'))
+
+
+def test_chunk_larger_than_max_target_length_is_a_config_error(corpus):
+  with pytest.raises(ValueError, match='larger than the maximum target length'):
+    hrt_setup(corpus, k=49)
+
+
+@pytest.mark.parametrize('k', [1, 2])
+def test_k1_decoding_equals_greedy_at(corpus, k):
+  config, method, params = hrt_setup(corpus, k=k, seed=2)
+  at, at_params = at_twin(corpus, config, params)
+  src = jnp.array([[7, 8, 9, 10, EOS, 0], [12, EOS, 0, 0, 0, 0], [5, 6, 7, 8, 9, EOS]])
+  want = greedy_decode(at.scorer(at_params), src)
+  got = build_decoder(method, 'hrt', {'chunk': '1'} if k > 1 else {})[0](params, src)
+  np.testing.assert_array_equal(got.tokens[:, :want.tokens.shape[1]], want.tokens)
+  np.testing.assert_allclose(got.scores, want.scores, rtol=1e-5)
+
+
+def rescore(method, params, src, skips, k):
+  """S by teacher forcing without any cache: the Skip-AT log-probabilities of z_1..z_m (through the first
+  EOS) plus, at each [MASK] of the Skip-CMLM input, the best fillable token's log-probability."""
+  m = len(skips)
+  tokens = jnp.array([[method.skip_start] + skips[:-1]])
+  positions = jnp.arange(m)[None] * k
+  logp = jax.nn.log_softmax(method.model.apply({'params': params}, src, tokens, positions,
+                                               attention_mask(jnp.arange(m)[None])))
+  score = float(sum(logp[0, j, z] for j, z in enumerate(skips)))
+  fill = [z if i % k == k - 1 else MASK for i, z in enumerate(np.repeat(skips, k))]
+  fill_in = jnp.array([fill])
+  fill_logp = np.array(jax.nn.log_softmax(method.model.apply(  # 0 (a random model's PAD) = no slot, as in the decoder
+      {'params': params}, src, fill_in, jnp.arange(len(fill))[None],
+      attention_mask(jnp.zeros_like(fill_in), fill_in > 0))))[0]
+  fill_logp[:, list(NEVER_FILLED)] = -np.inf
+  return score + sum(fill_logp[i].max() for i, x in enumerate(fill) if x == MASK)
+
+
+@pytest.mark.parametrize('k', [2, 3])
+def test_hrt_keeps_skip_tokens_and_scores_like_teacher_forcing(corpus, k):
+  _, method, params = hrt_setup(corpus, k=k, seed=5)
+  src = jnp.array([[7, 8, 9, 10, EOS, 0], [12, 13, EOS, 0, 0, 0], [5, 6, 7, 8, 9, EOS]])
+  skip_view = method.views()[next(p for p in method.views() if p.__name__ == 'LeftToRightScorer')](params)
+  z = np.asarray(greedy_decode(skip_view, src).tokens)
+  out = build_decoder(method, 'hrt', {})[0](params, src)
+  tokens = np.asarray(out.tokens)
+  for row in range(src.shape[0]):
+    skips = z[row][:int(np.argmax(z[row] == EOS)) + 1] if (z[row] == EOS).any() else z[row]
+    skips = [int(x) for x in skips]
+    length = int(out.aux['length'][row])
+    for j, token in enumerate(skips):  # every Skip-AT token before the cut is in place
+      if (j + 1) * k <= length:
+        assert tokens[row, (j + 1) * k - 1] == token
+    assert int(out.aux['steps'][row]) == len(skips)
+    np.testing.assert_allclose(float(out.scores[row]), rescore(method, params, src[row:row + 1], skips, k),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_hrt_beam_and_bound_give_one_output_each(corpus):
+  _, method, params = hrt_setup(corpus, k=2, seed=5)
+  src = jnp.array([[7, 8, 9, 10, EOS, 0], [12, 13, EOS, 0, 0, 0]])
+  out = build_decoder(method, 'hrt', {'b_at': '4', 'b_nat': '2'})[0](params, src)
+  assert out.tokens.shape[0] == 2 and np.isfinite(np.asarray(out.scores)).all()
+  short = build_decoder(method, 'hrt', {'max_len': '4'})[0](params, src)  # bound hit without EOS: still an output
+  assert short.tokens.shape == (2, 4) and (np.asarray(short.aux['length']) <= 4).all()
+  with pytest.raises(ValueError, match='b_nat'):
+    build_decoder(method, 'hrt', {'b_at': '1', 'b_nat': '2'})[0](params, src)
+  with pytest.raises(ValueError, match='trained with chunk k=2'):
+    build_decoder(method, 'hrt', {'chunk': '3'})[0](params, src)
+
+
+def test_tiny_hrt_overfits_to_exact_reproduction(corpus):
+  _, method, params = hrt_setup(corpus, k=2, vocab=24, scale=1.0, label_smoothing=0.0, total_steps=600,
+                                **{'hrt.curriculum_steps': 1000})  # p_k ends at 0.6: both modes trained
+  rng = np.random.default_rng(0)
+  src = np.zeros((4, 7), np.int32)
+  tgt = np.zeros((4, 8), np.int32)
+  for i, (n, m) in enumerate([(3, 4), (5, 3), (4, 6), (6, 7)]):
+    src[i, :n], src[i, n] = rng.integers(5, 24, n), EOS
+    tgt[i, :m], tgt[i, m] = rng.integers(5, 24, m), EOS
+  batch = {'source': jnp.asarray(src), 'target': jnp.asarray(tgt)}
+  tx = optax.adam(3e-3)
+
+  @jax.jit
+  def step(params, opt, rng, t):  # rows shuffled: the curriculum gives the first rows of a batch the Skip samples
+    order = jax.random.permutation(rng, 4)
+    shuffled = {key: value[order] for key, value in batch.items()}
+    grads = jax.grad(lambda p: method.loss(p, shuffled, rng, step=t)['loss'] / 20)(params)
+    updates, opt = tx.update(grads, opt, params)
+    return optax.apply_updates(params, updates), opt
+
+  opt = tx.init(params)
+  for i in range(600):
+    params, opt = step(params, opt, jax.random.PRNGKey(i), jnp.int32(i))
+  for options in ({}, {'chunk': '1'}):
+    out = build_decoder(method, 'hrt', options)[0](params, batch['source'])
+    np.testing.assert_array_equal(np.asarray(out.tokens)[:, :8], tgt, err_msg=str(options))
+
+
+def test_hrt_fine_tunes_from_an_at_run_end_to_end(corpus, compile_cache, trained_run, tmp_path):
+  config = tiny_config(corpus, compile_cache, init_from=trained_run, total_steps=2, eval_every=2,
+                       eval_decoder='hrt', test_decoder='hrt', **{'model.method': 'hrt', 'model.relative_window': 4})
+  result = train.train_and_evaluate(config, str(tmp_path / 'hrt'))
+  assert result['decoder'] == 'hrt' and result['sentences'] == 16 and result['step'] == 2
