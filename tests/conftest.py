@@ -108,3 +108,16 @@ def trained_run(tmp_path_factory, corpus, compile_cache) -> str:
   workdir = str(tmp_path_factory.mktemp('trained_run'))
   train.train_and_evaluate(tiny_config(corpus, compile_cache), workdir)
   return workdir
+
+
+def tiny_pairs(shapes, vocab: int, width: int, seed: int = 0):
+  """{'source', 'target'} i32[len(shapes), width] of random pairs (token ids 5..vocab-1, then EOS, then 0);
+  shapes: (source length, target length) per row, both < width."""
+  import jax.numpy as jnp
+  import numpy as np
+  rng = np.random.default_rng(seed)
+  src, tgt = np.zeros((len(shapes), width), np.int32), np.zeros((len(shapes), width), np.int32)
+  for i, (n, m) in enumerate(shapes):
+    src[i, :n], src[i, n] = rng.integers(5, vocab, n), 1
+    tgt[i, :m], tgt[i, m] = rng.integers(5, vocab, m), 1
+  return {'source': jnp.asarray(src), 'target': jnp.asarray(tgt)}

@@ -11,7 +11,7 @@ import optax
 import pytest
 from flax import linen as nn
 
-from conftest import tiny_config
+from conftest import tiny_config, tiny_pairs
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode import build_decoder
 from nat_jax.decode.mask_predict import NEVER_FILLED, length_candidates, mask_predict_decode, remask_counts
@@ -164,13 +164,7 @@ def test_tiny_cmlm_overfits_to_exact_reproduction(corpus):
   config = tiny_config(corpus, **{'model.method': 'cmlm', 'model.dropout': 0.0, 'label_smoothing': 0.0,
                                   'cmlm.length_loss_weight': 1.0})
   method = get_method(config, 24)
-  rng = np.random.default_rng(0)
-  src = np.zeros((4, 7), np.int32)
-  tgt = np.zeros((4, 7), np.int32)
-  for i, (n, m) in enumerate([(3, 4), (5, 3), (4, 6), (6, 5)]):
-    src[i, :n], src[i, n] = rng.integers(5, 24, n), EOS
-    tgt[i, :m], tgt[i, m] = rng.integers(5, 24, m), EOS
-  batch = {'source': jnp.asarray(src), 'target': jnp.asarray(tgt)}
+  batch = tiny_pairs([(3, 4), (5, 3), (4, 6), (6, 5)], 24, 7)
   params = nn.meta.unbox(method.init_params(jax.random.PRNGKey(0), batch))
   tx = optax.adam(3e-3)
 
@@ -185,7 +179,7 @@ def test_tiny_cmlm_overfits_to_exact_reproduction(corpus):
     params, opt = step(params, opt, jax.random.PRNGKey(i))
   decode_fn, _ = build_decoder(method, 'mask_predict', {'iterations': '4', 'length_beam': '3'})
   out = decode_fn(params, batch['source'])
-  np.testing.assert_array_equal(np.asarray(out.tokens)[:, :7], tgt)
+  np.testing.assert_array_equal(np.asarray(out.tokens)[:, :7], batch['target'])
 
 
 def test_cmlm_trains_and_evaluates_end_to_end(corpus, compile_cache, tmp_path):

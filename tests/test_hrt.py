@@ -12,7 +12,7 @@ import optax
 import pytest
 from flax import linen as nn
 
-from conftest import tiny_config
+from conftest import tiny_config, tiny_pairs
 from nat_jax import train
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode import build_decoder
@@ -241,13 +241,7 @@ def test_hrt_beam_and_bound_give_one_output_each(corpus):
 def test_tiny_hrt_overfits_to_exact_reproduction(corpus):
   _, method, params = hrt_setup(corpus, k=2, vocab=24, scale=1.0, label_smoothing=0.0, total_steps=600,
                                 **{'hrt.curriculum_steps': 1000})  # p_k ends at 0.6: both modes trained
-  rng = np.random.default_rng(0)
-  src = np.zeros((4, 7), np.int32)
-  tgt = np.zeros((4, 8), np.int32)
-  for i, (n, m) in enumerate([(3, 4), (5, 3), (4, 6), (6, 7)]):
-    src[i, :n], src[i, n] = rng.integers(5, 24, n), EOS
-    tgt[i, :m], tgt[i, m] = rng.integers(5, 24, m), EOS
-  batch = {'source': jnp.asarray(src), 'target': jnp.asarray(tgt)}
+  batch = tiny_pairs([(3, 4), (5, 3), (4, 6), (6, 7)], 24, 8)
   tx = optax.adam(3e-3)
 
   @jax.jit
@@ -263,7 +257,7 @@ def test_tiny_hrt_overfits_to_exact_reproduction(corpus):
     params, opt = step(params, opt, jax.random.PRNGKey(i), jnp.int32(i))
   for options in ({}, {'chunk': '1'}):
     out = build_decoder(method, 'hrt', options)[0](params, batch['source'])
-    np.testing.assert_array_equal(np.asarray(out.tokens)[:, :8], tgt, err_msg=str(options))
+    np.testing.assert_array_equal(np.asarray(out.tokens)[:, :8], batch['target'], err_msg=str(options))
 
 
 def test_hrt_fine_tunes_from_an_at_run_end_to_end(corpus, compile_cache, trained_run, tmp_path):

@@ -34,6 +34,12 @@ def autoregressive_inputs(target: jax.Array) -> DecoderInputs:
                        valid=jnp.ones(target.shape, bool), targets=target)
 
 
+def init_transformer(model: Transformer, rng, batch):
+  """Parameters of a Transformer, shaped by a left-to-right pass over `batch` (AT, HRT)."""
+  inputs = autoregressive_inputs(batch['target'])
+  return model.init(rng, batch['source'], inputs.tokens, inputs.positions, inputs.self_mask())['params']
+
+
 @dataclasses.dataclass(frozen=True)
 class TransformerScorer:
   """Decoding views of a Transformer decoder with bound parameters.
@@ -106,8 +112,7 @@ class AutoregressiveMethod:
     self.max_target_len = config.max_decode_len
 
   def init_params(self, rng, batch):
-    inputs = autoregressive_inputs(batch['target'])
-    return self.model.init(rng, batch['source'], inputs.tokens, inputs.positions, inputs.self_mask())['params']
+    return init_transformer(self.model, rng, batch)
 
   def loss(self, params, batch, rng, step=0, deterministic: bool = False):
     return teacher_forced_loss(self.model, params, batch['source'], autoregressive_inputs(batch['target']), rng,

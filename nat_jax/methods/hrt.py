@@ -42,7 +42,7 @@ from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import HybridScorer, LeftToRightScorer
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.methods import register
-from nat_jax.methods.autoregressive import TransformerScorer, autoregressive_inputs
+from nat_jax.methods.autoregressive import TransformerScorer, autoregressive_inputs, init_transformer
 from nat_jax.methods.cmlm import masked_inputs, random_mask
 from nat_jax.methods.teacher_forcing import DecoderInputs
 from nat_jax.models.transformer import Transformer, transformer_config
@@ -140,8 +140,7 @@ class HrtMethod:
     self.max_target_len = config.max_decode_len
 
   def init_params(self, rng, batch):
-    inputs = autoregressive_inputs(batch['target'])
-    return self.model.init(rng, batch['source'], inputs.tokens, inputs.positions, inputs.self_mask())['params']
+    return init_transformer(self.model, rng, batch)
 
   def loss(self, params, batch, rng, step=0, deterministic: bool = False):
     """Sums over both samples of every pair: loss, nll, correct, tokens; skip_rows = pairs given the
