@@ -10,7 +10,8 @@ A decoder is `name` or `name/opt=value/opt=value` (its --decoder.<opt> options).
 the baseline; it must list `greedy` (and `beam` for the beam ratios). Timing is nat_jax.evaluate's:
 every shape compiled first, batch-1 latency = median over --batch1_runs passes over the first
 --latency_sentences sentences translated one by one, words/s = source words of a pass / its time
-(mean over passes), throughput over the whole split.
+(mean over passes), throughput over the whole split. The last column compares a decoder with the
+greedy decoding of its own run (Jacobi: decoder passes and batch-1 latency).
 """
 from __future__ import annotations
 
@@ -73,8 +74,8 @@ def main(argv):
            'sentences', '',
            '| run | method | layers | decoder | BLEU (1 ref) | BLEU (all refs) | latency b=1 (ms) | src words/s b=1 '
            f'| sent/s b={FLAGS.batch_size} | b=1 speedup vs AT greedy / beam '
-           f'| b={FLAGS.batch_size} speedup vs AT greedy / beam |',
-           '|---|---|---|---|---|---|---|---|---|---|---|']
+           f'| b={FLAGS.batch_size} speedup vs AT greedy / beam | vs own greedy: iterations / b=1 wall-clock |',
+           '|---|---|---|---|---|---|---|---|---|---|---|---|']
 
   def ratio(r, ref, key, inverse):
     if ref is None or key not in r or key not in ref:
@@ -84,10 +85,13 @@ def main(argv):
   for r in rows:
     lat = [ratio(r, base.get(d), 'latency_ms_batch1_median', True) for d in ('greedy', 'beam')]
     thr = [ratio(r, base.get(d), 'sentences_per_s_batch', False) for d in ('greedy', 'beam')]
+    own = next((g for g in rows if g['workdir'] == r['workdir'] and g['spec'] == 'greedy'), None)
+    own_iter = ratio(r, own, 'mean_iterations', True) if own is not r else '-'
+    own_wall = ratio(r, own, 'latency_ms_batch1_median', True) if own is not r else '-'
     lines.append(f'| {r["workdir"]} (step {r["step"]}) | {r["method"]} | {r["layers"]} | {r["spec"]} | '
                  f'{r["first_ref"]["bleu"]} | {r.get("all_refs", {}).get("bleu", "-")} | '
                  f'{r.get("latency_ms_batch1_median", "-")} | {r.get("source_words_per_s_batch1", "-")} | '
-                 f'{r["sentences_per_s_batch"]} | {lat[0]} / {lat[1]} | {thr[0]} / {thr[1]} |')
+                 f'{r["sentences_per_s_batch"]} | {lat[0]} / {lat[1]} | {thr[0]} / {thr[1]} | {own_iter} / {own_wall} |')
   table = '\n'.join(lines) + '\n'
   print(table)
   if FLAGS.out:

@@ -51,9 +51,9 @@ class Grid(NamedTuple):
 def build_grid(states, output, piece) -> Grid:
   """Jacobi states after each iteration (row 0 of each) + the output -> the grid over positions 1..steps."""
   n = int(output.aux['steps'][0])
-  final = np.asarray(output.tokens[0, :n])  # [N]
-  drafts = np.stack([np.asarray(s.tokens[0, 1:n + 1]) for s in states])  # [I, N]
-  probs = np.exp(np.stack([np.asarray(s.logp[0, 1:n + 1]) for s in states]))  # [I, N]
+  final = np.asarray(states[-1].drafts()[0][0, :n])  # [N]: greedy's tokens in slot order (read out after)
+  drafts = np.stack([np.asarray(s.drafts()[0][0, :n]) for s in states])  # [I, N]
+  probs = np.exp(np.stack([np.asarray(s.drafts()[1][0, :n]) for s in states]))  # [I, N]
   known = np.arange(1, n + 1)[None, :] <= np.array([int(s.fixed[0]) for s in states])[:, None]  # [I, N]
   grid_states = np.where(known, 2, (drafts == final[None]).astype(np.int32))
   return Grid([[piece(int(t)) for t in row] for row in drafts], probs, grid_states, [piece(int(t)) for t in final])

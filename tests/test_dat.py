@@ -205,7 +205,7 @@ def test_fadat_fine_tuning_starts_from_the_nll_run(tmp_path, corpus, compile_cac
     hyps, _ = translate_texts(run, ['In the beginning', '', 'God said'], fn, 4)
     assert len(hyps) == 3 and hyps[1] == ''
   # A model of another size cannot start from it.
-  with pytest.raises(train.ConfigError, match='do not match'):
+  with pytest.raises(train.ConfigError, match='do not fit this model'):
     train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=1, init_from=nll_dir,
                                          **{'model.d_model': 48, **dat}), str(tmp_path / 'bad'))
 

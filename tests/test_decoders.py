@@ -45,6 +45,20 @@ class MarkovScorer:
   def max_decode_len(self, src_len: int) -> int:
     return self.max_len
 
+  def read_out(self, tokens):
+    return tokens
+
+
+@flax.struct.dataclass
+class EosAtSlot(MarkovScorer):
+  """The chain with EOS made (almost) certain at one slot, whatever the hypothesis."""
+  eos_slot: int = flax.struct.field(pytree_node=False, default=0)
+
+  def step_logits(self, enc, cache, tokens, start):
+    logits, cache = MarkovScorer.step_logits(self, enc, cache, tokens, start)
+    slots = start + jnp.arange(tokens.shape[1])  # [T]
+    return logits.at[:, :, EOS].add(jnp.where(slots == self.eos_slot, 100.0, 0.0)[None]), cache
+
 
 class ViewMethod:
   """A stand-in method that offers hand-written views (params = the view itself)."""
@@ -111,6 +125,7 @@ def test_greedy_follows_the_chain(z):
       got = np.asarray(out.tokens[row]).tolist()
       assert got[:len(want)] == want and not any(got[len(want):]), (z, seed, got, want)
       assert int(out.aux['steps'][row]) == len(want)
+      assert int(out.aux['iterations'][row]) == -(-len(want) // z)  # decoder passes
       np.testing.assert_allclose(float(out.scores[row]), logp, rtol=1e-5, atol=1e-5)
 
 
@@ -131,22 +146,99 @@ def test_beam_equals_brute_force(alpha):
     np.testing.assert_allclose(float(out.scores[row]), max(scores), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize('z', [1, 2, 3])
 @pytest.mark.parametrize('name,options', [('jacobi_pj', {}), ('jacobi_pgj', {'block_size': 2}),
                                           ('jacobi_pgj', {'block_size': 3}), ('jacobi_hgj', {'block_size': 3})])
-def test_jacobi_equals_greedy_on_the_chain(name, options):
+def test_jacobi_equals_greedy_on_the_chain(name, options, z):
+  """Also with z tokens per step (SA / IBDecoder slot layout): token for token, at most greedy's steps."""
   src = jnp.ones((3, 2), jnp.int32)
   for seed in range(6):
-    view = markov(5, seed, max_len=9)
+    view = markov(5, seed, max_len=9, z=z)
     greedy, jac = run(view, 'greedy', src), run(view, name, src, **options)
     np.testing.assert_array_equal(np.asarray(jac.tokens), np.asarray(greedy.tokens))
     np.testing.assert_allclose(np.asarray(jac.scores), np.asarray(greedy.scores), rtol=1e-5, atol=1e-5)
-    assert (np.asarray(jac.aux['iterations']) <= np.asarray(greedy.aux['steps'])).all()
+    steps = -(-np.asarray(greedy.aux['steps']) // z)  # greedy's decoding steps
+    assert (np.asarray(jac.aux['iterations']) <= steps).all()
 
 
-@pytest.mark.parametrize('name', ['beam', 'jacobi_pgj'])
-def test_one_token_decoders_refuse_several_tokens_per_step(name):
+def test_beam_refuses_several_tokens_per_step():
   with pytest.raises(ValueError, match='one token per step'):
-    run(markov(5, 0, max_len=6, z=2), name, jnp.ones((1, 2), jnp.int32))
+    run(markov(5, 0, max_len=6, z=2), 'beam', jnp.ones((1, 2), jnp.int32))
+
+
+def slot_log_probs(table, outputs, s: int, z: int):
+  """The Markov view's log P(. | slot s) when its slots hold z BOS and then `outputs`."""
+  seq = [BOS] * z + list(outputs)
+  return log_softmax(table[seq[s - z] if s >= z else BOS, seq[s]])
+
+
+@pytest.mark.parametrize('z', [1, 2, 3])
+def test_multiword_beam_of_one_is_greedy(z):
+  src = jnp.ones((3, 2), jnp.int32)
+  for seed in range(5):
+    view = markov(6, seed, max_len=9, z=z)
+    greedy = run(view, 'greedy', src)
+    beam = run(view, 'multiword_beam', src, beam_size=1, ban_first_eos=False)
+    np.testing.assert_array_equal(np.asarray(beam.tokens), np.asarray(greedy.tokens))
+    np.testing.assert_array_equal(np.asarray(beam.aux['steps']), np.asarray(greedy.aux['steps']))
+
+
+@pytest.mark.parametrize('alpha', [0.0, 1.0])
+def test_multiword_beam_equals_brute_force(alpha):
+  """z = 2, two steps, a beam wider than every candidate: the best finished sequence by logp / lp(t)
+  over all token pairs, EOS banned in the first step, an EOS in either slot ending the sequence."""
+  vocab, z = 4, 2
+  view = markov(vocab, 11, max_len=4, z=z, scale=1.5)
+  table = np.asarray(view.table)
+  out = run(view, 'multiword_beam', jnp.ones((2, 3), jnp.int32), beam_size=200, alpha=alpha)
+  non_eos = [t for t in range(vocab) if t != EOS]
+  best, best_score = None, -np.inf
+  for a, b, c, d in itertools.product(non_eos, non_eos, range(vocab), range(vocab)):
+    outputs = [a, b, c, d]
+    if EOS not in (c, d) or (c == EOS and d != 0):
+      continue  # not finished in step 2, or a duplicate of (a, b, EOS)
+    text = outputs[:outputs.index(EOS) + 1]
+    logp = sum(slot_log_probs(table, outputs, i, z)[t] for i, t in enumerate(text))
+    if logp / length_penalty(len(text), alpha) > best_score:
+      best, best_score = text, logp / length_penalty(len(text), alpha)
+  for row in range(2):
+    got = np.asarray(out.tokens[row]).tolist()
+    assert got[:len(best)] == best and not any(got[len(best):]), (got, best)
+    np.testing.assert_allclose(float(out.scores[row]), best_score, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('eos_slot', [2, 3])
+@pytest.mark.parametrize('name', ['greedy', 'multiword_beam'])
+def test_eos_in_any_slot_ends_the_hypothesis(name, eos_slot):
+  base = markov(6, 2, max_len=10, z=2)
+  view = EosAtSlot(base.table, base.max_len, 2, eos_slot=eos_slot)
+  out = run(view, name, jnp.ones((2, 3), jnp.int32))
+  tokens = np.asarray(out.tokens)
+  assert (tokens[:, eos_slot] == EOS).all() and not tokens[:, eos_slot + 1:].any(), tokens
+  assert (np.asarray(out.aux['steps']) == eos_slot + 1).all()
+  if name == 'multiword_beam':
+    assert (np.asarray(out.aux['loop_steps']) == 2).all()  # every hypothesis finished in step 2
+
+
+def test_multiword_beam_bans_eos_in_the_first_step():
+  view = markov(6, 4, max_len=8, z=2)
+  view = view.replace(table=view.table.at[BOS, BOS, EOS].add(50.0))  # EOS is the first-step argmax
+  assert int(run(view, 'greedy', jnp.ones((1, 2), jnp.int32)).tokens[0, 0]) == EOS
+  tokens = np.asarray(run(view, 'multiword_beam', jnp.ones((1, 2), jnp.int32), beam_size=2).tokens[0])
+  assert EOS not in tokens[:2].tolist() and EOS in tokens.tolist()
+
+
+def test_multiword_beam_dedup_drops_repeated_tokens():
+  view = markov(6, 13, max_len=9, z=2)  # greedy: 3 3 5 5 3 3 EOS
+  never = jnp.zeros(6).at[jnp.array([PAD, BOS])].set(-50.0)  # text tokens only
+  view = view.replace(table=view.table + 3.0 * jnp.eye(6)[None] + never)  # repeating the input token is likely
+  src = jnp.ones((1, 2), jnp.int32)
+  greedy = np.asarray(run(view, 'greedy', src).tokens[0]).tolist()
+  text = greedy[:greedy.index(EOS)] if EOS in greedy else greedy
+  want = [t for i, t in enumerate(text) if i == 0 or t != text[i - 1]]
+  assert len(want) < len(text)  # the chain does repeat
+  got = np.asarray(run(view, 'multiword_beam', src, beam_size=1, ban_first_eos=False, dedup=True).tokens[0]).tolist()
+  assert got[:len(want) + 1] == want + [EOS] and not any(got[len(want) + 1:]), (got, want)
 
 
 @flax.struct.dataclass
@@ -203,7 +295,7 @@ def test_decoders_follow_the_views_a_method_offers(corpus):
   from tests.test_dat import dat_config
   from tests.conftest import tiny_config
   at, dat = get_method(tiny_config(corpus), 50), get_method(dat_config(), 50)
-  assert decode.decoders_for(at) == ['beam', 'greedy', 'jacobi_pj', 'jacobi_pgj', 'jacobi_hgj']
+  assert decode.decoders_for(at) == ['beam', 'greedy', 'jacobi_pj', 'jacobi_pgj', 'jacobi_hgj', 'multiword_beam']
   assert decode.decoders_for(dat) == ['dag_greedy', 'dag_lookahead', 'dag_joint_viterbi']
   with pytest.raises(ValueError, match="needs a GraphPredictor.*'at'.*greedy"):
     decode.make_decode_fn(at, 'dag_greedy', {'remove_repeats': False})

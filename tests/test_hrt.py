@@ -225,6 +225,25 @@ def test_hrt_keeps_skip_tokens_and_scores_like_teacher_forcing(corpus, k):
                                rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize('k', [1, 2, 3])
+def test_hrt_with_jacobi_skip_at_equals_greedy_skip_at(corpus, k):
+  """jacobi_block = n: the Skip-AT phase by Jacobi (HGJ) gives greedy's tokens, so the whole hrt
+  output and its score are the same, in no more decoder passes than greedy's steps."""
+  _, method, params = hrt_setup(corpus, k=max(k, 2), seed=5)
+  src = jnp.array([[7, 8, 9, 10, EOS, 0], [12, 13, EOS, 0, 0, 0], [5, 6, 7, 8, 9, EOS]])
+  chunk = {'chunk': '1'} if k == 1 else {}
+  want = build_decoder(method, 'hrt', chunk)[0](params, src)
+  for block in ('1', '3', '50'):
+    got = build_decoder(method, 'hrt', {**chunk, 'jacobi_block': block})[0](params, src)
+    np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens), err_msg=block)
+    np.testing.assert_allclose(np.asarray(got.scores), np.asarray(want.scores), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(got.aux['steps']), np.asarray(want.aux['steps']))
+    assert (np.asarray(got.aux['iterations']) <= np.asarray(want.aux['iterations'])).all()
+  np.testing.assert_array_equal(np.asarray(want.aux['iterations']), np.asarray(want.aux['steps']))
+  with pytest.raises(ValueError, match='b_at = 1'):
+    build_decoder(method, 'hrt', {'b_at': '2', 'jacobi_block': '3'})[0](params, src)
+
+
 def test_hrt_beam_and_bound_give_one_output_each(corpus):
   _, method, params = hrt_setup(corpus, k=2, seed=5)
   src = jnp.array([[7, 8, 9, 10, EOS, 0], [12, 13, EOS, 0, 0, 0]])

@@ -4,7 +4,9 @@
   interfaces.py  LeftToRightScorer, GraphPredictor, MaskPredictor, HybridScorer (the Protocols decoders
                  need), DecodeOutput
   lengths.py     the decode-length bound and where a sequence ends (first EOS)
-  greedy.py, beam.py, jacobi.py    left-to-right decoders (LeftToRightScorer)
+  greedy.py, beam.py, jacobi.py    left-to-right decoders (LeftToRightScorer; greedy and Jacobi take
+                                   z tokens per step)
+  multiword_beam.py                beam search over steps of z tokens (IBDecoder / SA / IMDecoder)
   dag.py                           DA-Transformer decoders (GraphPredictor)
   mask_predict.py                  Mask-Predict (MaskPredictor: CMLM)
   hrt.py                           Skip-AT then one Skip-CMLM fill (HybridScorer: HRT)
@@ -17,4 +19,4 @@ from nat_jax.decode.interfaces import DecodeOutput, Graph, GraphPredictor, Hybri
 from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, decoders_for, make_decode_fn, method_view,
                                      parse_options, register_decoder)
 
-from nat_jax.decode import beam, dag, greedy, hrt, jacobi, mask_predict  # noqa: E402,F401  (register decoders)
+from nat_jax.decode import beam, dag, greedy, hrt, jacobi, mask_predict, multiword_beam  # noqa: E402,F401  (register decoders)

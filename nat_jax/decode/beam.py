@@ -7,7 +7,7 @@ hypothesis can end above max(alive logp) / lp(T_max).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import flax
 import jax
@@ -22,10 +22,10 @@ from nat_jax.models.layers import NEG_INF
 
 @flax.struct.dataclass
 class BeamState:
-  step: jax.Array        # i32[]: tokens decoded
-  seqs: jax.Array        # i32[B, K, T+1]: alive hypotheses, BOS first
+  step: jax.Array        # i32[]: decoding steps taken (beam: tokens; multiword_beam: steps of z tokens)
+  seqs: jax.Array        # i32[B, K, z+T]: alive hypotheses after z start slots (beam: z = 1, BOS)
   alive_logp: jax.Array  # f32[B, K]: their log-probabilities (NEG_INF = empty beam)
-  fin_seqs: jax.Array    # i32[B, K, T+1]: the K best finished hypotheses
+  fin_seqs: jax.Array    # i32[B, K, z+T]: the K best finished hypotheses
   fin_scores: jax.Array  # f32[B, K]: their length-normalised scores (NEG_INF = none yet)
   cache: Any             # the scorer's cache, batch [B*K]
 
@@ -66,52 +66,69 @@ def beam_step(scorer: LeftToRightScorer, enc, state: BeamState, alpha: float) ->
   top_seqs = jnp.take_along_axis(state.seqs, top_beam[:, :, None], axis=1)  # [B, 2K, T+1]
   top_seqs = jax.lax.dynamic_update_slice_in_dim(top_seqs, top_tok[:, :, None], state.step + 1, axis=2)
   is_eos = top_tok == Tokenizer.eos_id
+  return next_state(state, top_logp, top_seqs, top_beam, is_eos, state.step + 1.0, cache, alpha)
 
-  # Alive: the best K candidates that did not end.
-  alive_logp, keep = jax.lax.top_k(jnp.where(is_eos, NEG_INF, top_logp), k)  # [B, K]
-  seqs = jnp.take_along_axis(top_seqs, keep[:, :, None], axis=1)
-  cache = gather_beams(cache, jnp.take_along_axis(top_beam, keep, axis=1))
 
-  # Finished: merge the candidates that ended among the top K (so beam 1 = greedy) with the K best so far.
-  new_scores = jnp.where(is_eos & (jnp.arange(2 * k) < k),
-                         top_logp / length_penalty(state.step + 1.0, alpha), NEG_INF)
-  all_scores = jnp.concatenate([state.fin_scores, new_scores], axis=1)  # [B, 3K]
-  all_seqs = jnp.concatenate([state.fin_seqs, top_seqs], axis=1)
+def next_state(state: BeamState, cand_logp, cand_seqs, cand_beam, is_eos, lengths, cache, alpha: float) -> BeamState:
+  """The state after a step from its candidates, best first: cand_logp f32[B, n], cand_seqs i32[B, n, W],
+  cand_beam i32[B, n] (parent hypothesis), is_eos bool[B, n] (the candidate ended), lengths f32 (tokens
+  incl. EOS, [B, n] or scalar), cache [B*K] of the parents. The K best that did not end stay alive
+  (cache reordered to their parents); those among the first K that ended join the K best finished,
+  scored logp / lp(length) (so a beam of 1 is greedy)."""
+  k = state.alive_logp.shape[1]
+  alive_logp, keep = jax.lax.top_k(jnp.where(is_eos, NEG_INF, cand_logp), k)  # [B, K]
+  seqs = jnp.take_along_axis(cand_seqs, keep[:, :, None], axis=1)
+  cache = gather_beams(cache, jnp.take_along_axis(cand_beam, keep, axis=1))
+  ended = is_eos & (jnp.arange(cand_logp.shape[1]) < k) & (cand_logp > NEG_INF / 2)  # not from an empty beam
+  new_scores = jnp.where(ended, cand_logp / length_penalty(lengths, alpha), NEG_INF)
+  all_scores = jnp.concatenate([state.fin_scores, new_scores], axis=1)  # [B, K + n]
+  all_seqs = jnp.concatenate([state.fin_seqs, cand_seqs], axis=1)
   fin_scores, keep_f = jax.lax.top_k(all_scores, k)
   fin_seqs = jnp.take_along_axis(all_seqs, keep_f[:, :, None], axis=1)
   return BeamState(state.step + 1, seqs, alive_logp, fin_seqs, fin_scores, cache)
 
 
-def beam_search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: float, t_max: int) -> BeamState:
-  """Beam search from an encoder state (`scorer.encode`'s, batch `batch`) for at most t_max tokens."""
-  b, k = batch, beam_size
+def search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: float, num_steps: int,
+           step_fn: Callable[[Any, BeamState], BeamState]) -> BeamState:
+  """The loop every beam search here shares: K hypotheses per row after z start slots (BOS; z =
+  scorer.tokens_per_step), at most `num_steps` steps of z tokens, stopping early once no alive
+  hypothesis can beat a row's best finished one. step_fn(enc, state) -> state extends them."""
+  b, k, z = batch, beam_size, scorer.tokens_per_step
+  width = num_steps * z
   enc = add_beam_dim(enc, k)  # [B*K, ...]
-  seqs = jnp.zeros((b, k, t_max + 1), jnp.int32).at[:, :, 0].set(Tokenizer.bos_id)  # [B, K, T+1]
+  seqs = jnp.zeros((b, k, z + width), jnp.int32).at[:, :, :z].set(Tokenizer.bos_id)  # [B, K, z+T]
   init = BeamState(step=jnp.int32(0), seqs=seqs,
                    alive_logp=jnp.tile(jnp.array([0.0] + [NEG_INF] * (k - 1), jnp.float32), (b, 1)),
                    fin_seqs=jnp.zeros_like(seqs), fin_scores=jnp.full((b, k), NEG_INF, jnp.float32),
-                   cache=scorer.init_cache(enc, t_max))
-  max_lp = length_penalty(t_max, alpha)
+                   cache=scorer.init_cache(enc, width))
+  max_lp = length_penalty(width, alpha)
 
   def running(state: BeamState) -> jax.Array:
     best_possible = jnp.max(state.alive_logp, axis=1) / max_lp  # [B]
     rows_open = jnp.max(state.fin_scores, axis=1) < best_possible
-    return (state.step < t_max) & jnp.any(rows_open)
+    return (state.step < num_steps) & jnp.any(rows_open)
 
-  return jax.lax.while_loop(running, lambda s: beam_step(scorer, enc, s, alpha), init)
+  return jax.lax.while_loop(running, lambda s: step_fn(enc, s), init)
 
 
-def best_hypotheses(final: BeamState, alpha: float, count: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+def beam_search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: float, t_max: int) -> BeamState:
+  """Beam search from an encoder state (`scorer.encode`'s, batch `batch`) for at most t_max tokens."""
+  return search(scorer, enc, batch, beam_size, alpha, t_max, lambda e, s: beam_step(scorer, e, s, alpha))
+
+
+def best_hypotheses(final: BeamState, alpha: float, count: int,
+                    start_slots: int = 1) -> tuple[jax.Array, jax.Array, jax.Array]:
   """The `count` (<= K) best hypotheses of a search: its finished ones by length-normalised score,
   then, if fewer finished, its alive ones (they hit the length bound) by log-probability. Returns
   (tokens i32[B, count, T] 0 after EOS, scores f32[B, count]: finished logp / lp(length), alive
-  logp / lp(T); summed log-probabilities f32[B, count])."""
-  k, t_max = final.seqs.shape[1], final.seqs.shape[2] - 1
+  logp / lp(T); summed log-probabilities f32[B, count]). The sequences start with `start_slots`
+  start tokens (one BOS here, z in multiword_beam)."""
+  k, t_max = final.seqs.shape[1], final.seqs.shape[2] - start_slots
   finished = jnp.sum(final.fin_scores > NEG_INF / 2, axis=1, keepdims=True)  # [B, 1]; both lists sorted by top_k
   rank = jnp.arange(count)[None, :]  # [1, count]
   idx = jnp.where(rank < finished, rank, k + rank - finished)  # [B, count] into [finished | alive]
   take = lambda x: jnp.take_along_axis(x, idx.reshape(idx.shape + (1,) * (x.ndim - 2)), axis=1)
-  seqs = take(jnp.concatenate([final.fin_seqs, final.seqs], axis=1))[:, :, 1:]  # [B, count, T]
+  seqs = take(jnp.concatenate([final.fin_seqs, final.seqs], axis=1))[:, :, start_slots:]  # [B, count, T]
   valid, length = through_first_eos(seqs.reshape(-1, t_max))
   seqs = jnp.where(valid, seqs.reshape(-1, t_max), 0).reshape(seqs.shape)
   is_fin = rank < finished  # [B, count]
@@ -133,5 +150,5 @@ def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, a
   seqs, scores, _ = best_hypotheses(final, alpha, 1)
   _, length = through_first_eos(seqs[:, 0])
   # steps: tokens of the returned hypothesis incl. EOS (as greedy's); loop_steps: iterations the batch ran.
-  return DecodeOutput(seqs[:, 0], scores[:, 0],
+  return DecodeOutput(scorer.read_out(seqs[:, 0]), scores[:, 0],
                       {'steps': length, 'loop_steps': jnp.full((src.shape[0],), final.step, jnp.int32)})

@@ -2,7 +2,8 @@
 
 Runs on any LeftToRightScorer; a step feeds the scorer's z = tokens_per_step slots and takes the
 argmax of each (AT: one token per step; SA / IBDecoder: z tokens per step). A row ends at its
-first EOS; tokens a step predicts after it are dropped.
+first EOS; tokens a step predicts after it are dropped. The output is the scorer's `read_out` of
+the slot-order tokens (IBDecoder: de-interleaved).
 """
 from __future__ import annotations
 
@@ -64,9 +65,11 @@ def greedy_decode(scorer: LeftToRightScorer, src: jax.Array, max_len: int = 0) -
   z tokens per step, rounded up to a multiple of z).
 
   Returns tokens i32[B, P] (0 after EOS), the sum of log-probabilities, and aux['steps'] i32[B],
-  the tokens (incl. EOS) each sentence needed.
+  the tokens (incl. EOS) each sentence needed, and aux['iterations'] i32[B], its decoder passes
+  (steps / z rounded up; what Jacobi decoding's iterations compare with).
   """
   z = scorer.tokens_per_step
   num_steps = -(-resolve_max_len(scorer, src, max_len) // z)
   final = greedy_search(scorer, scorer.encode(src), src.shape[0], num_steps)
-  return DecodeOutput(final.tokens[:, z:], final.logp, {'steps': final.lengths})
+  return DecodeOutput(scorer.read_out(final.tokens[:, z:]), final.logp,
+                      {'steps': final.lengths, 'iterations': -(-final.lengths // z)})

@@ -1,8 +1,9 @@
 """HRT decoding: Skip-AT writes every k-th token left to right, one Skip-CMLM pass fills the rest.
 
-(1) Skip-AT from <B_k> until EOS, at most ceil(bound / k) steps: greedy for b_at = 1, else beam
-search with b_at beams and GNMT length penalty alpha, keeping its b_nat best hypotheses z_1..z_m
-(through the first EOS). (2) For each, one Skip-CMLM pass over ([M]^(k-1) z_1 ... [M]^(k-1) z_m)
+(1) Skip-AT from <B_k> until EOS, at most ceil(bound / k) steps: greedy for b_at = 1 (or, with
+`jacobi_block` = n > 0, Jacobi decoding in blocks of n steps, HGJ: the same tokens as greedy in fewer
+decoder passes, nat_jax.decode.jacobi), else beam search with b_at beams and GNMT length penalty
+alpha, keeping its b_nat best hypotheses z_1..z_m (through the first EOS). (2) For each, one Skip-CMLM pass over ([M]^(k-1) z_1 ... [M]^(k-1) z_m)
 fills every [M] with its argmax; the z tokens never change. (3) Score S = sum of the Skip-AT
 log-probabilities + sum of the filled tokens' log-probabilities (unnormalised); the best S wins.
 (4) The output is cut at its first EOS (a filled token may end the sentence inside the last chunk).
@@ -19,6 +20,7 @@ from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.beam import add_beam_dim, beam_search, best_hypotheses
 from nat_jax.decode.greedy import greedy_search
 from nat_jax.decode.interfaces import DecodeOutput, HybridScorer
+from nat_jax.decode.jacobi import finish, jacobi_search
 from nat_jax.decode.lengths import through_first_eos
 from nat_jax.decode.mask_predict import predict
 from nat_jax.decode.registry import register_decoder
@@ -37,23 +39,33 @@ def skip_frame(skips: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
   return jnp.where(in_use, jnp.where(on_skip[None, :], z, Tokenizer.mask_id), 0), fill
 
 
-@register_decoder('hrt', HybridScorer, b_at=1, b_nat=1, alpha=0.6, chunk=0, max_len=0)
+@register_decoder('hrt', HybridScorer, b_at=1, b_nat=1, alpha=0.6, chunk=0, jacobi_block=0, max_len=0)
 def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1, alpha: float = 0.6,
-               chunk: int = 0, max_len: int = 0) -> DecodeOutput:
-  """chunk: 0 = the model's k, 1 = left to right; max_len: output tokens (0 = the model's bound).
-  Returns tokens i32[B, k m] (0 after EOS), S, and aux: steps (Skip-AT steps incl. EOS), length."""
+               chunk: int = 0, jacobi_block: int = 0, max_len: int = 0) -> DecodeOutput:
+  """chunk: 0 = the model's k, 1 = left to right; jacobi_block: 0 = greedy Skip-AT, n > 0 = Jacobi
+  (HGJ) in blocks of n steps (b_at = 1 only); max_len: output tokens (0 = the model's bound).
+  Returns tokens i32[B, k m] (0 after EOS), S, and aux: steps (Skip-AT steps incl. EOS), length,
+  iterations (Skip-AT decoder passes: greedy's steps, or Jacobi's iterations; beam: its loop steps)."""
   k = chunk or view.chunk
   if not 1 <= b_nat <= b_at:
     raise ValueError(f'hrt needs 1 <= b_nat <= b_at, got b_at={b_at}, b_nat={b_nat}.')
+  if jacobi_block < 0 or (jacobi_block and b_at != 1):
+    raise ValueError(f'hrt: jacobi_block={jacobi_block} needs jacobi_block >= 0, and b_at = 1 when it is set '
+                     f'(Jacobi decoding replaces greedy Skip-AT, not beam search; got b_at={b_at}).')
   scorer = view.skip_scorer(k)
   steps = -(-max_len // k) if max_len > 0 else scorer.max_decode_len(src.shape[1])
   b = src.shape[0]
   enc = scorer.encode(src)
-  if b_at == 1:
+  if jacobi_block:
+    final = finish(scorer, jacobi_search(scorer, enc, b, steps, jacobi_block), steps)
+    skips, logp, passes = final.tokens[:, None], final.scores[:, None], final.aux['iterations']  # [B, 1, m], [B, 1]
+  elif b_at == 1:
     final = greedy_search(scorer, enc, b, steps)
-    skips, logp = final.tokens[:, None, 1:], final.logp[:, None]  # [B, 1, m], [B, 1]
+    skips, logp, passes = final.tokens[:, None, 1:], final.logp[:, None], final.lengths  # [B, 1, m], [B, 1]
   else:
-    skips, _, logp = best_hypotheses(beam_search(scorer, enc, b, b_at, alpha, steps), alpha, b_nat)
+    search = beam_search(scorer, enc, b, b_at, alpha, steps)
+    skips, _, logp = best_hypotheses(search, alpha, b_nat)
+    passes = jnp.full((b,), search.step, jnp.int32)
   n, m = skips.shape[1], skips.shape[2]
   flat = skips.reshape(b * n, m)
   if k == 1:
@@ -67,4 +79,5 @@ def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1
   rows = jnp.arange(b) * n + best
   _, skip_len = through_first_eos(flat[rows])
   valid, length = through_first_eos(out[rows])
-  return DecodeOutput(jnp.where(valid, out[rows], 0), score[rows], {'steps': skip_len, 'length': length})
+  return DecodeOutput(jnp.where(valid, out[rows], 0), score[rows],
+                      {'steps': skip_len, 'length': length, 'iterations': passes})

@@ -43,12 +43,16 @@ class LeftToRightScorer(Protocol):
   def max_decode_len(self, src_len: int) -> int:
     """Output-length bound for a padded source width (static, so a few shapes compile)."""
 
+  def read_out(self, tokens: jax.Array) -> jax.Array:
+    """Decoded tokens in slot order i32[B, P] (0 after the first EOS) -> text order, EOS after the text
+    (AT: unchanged; IBDecoder: de-interleaved). Every left-to-right decoder returns what this gives."""
+
 
 def require_one_token_per_step(scorer: LeftToRightScorer, decoder: str):
-  """Decoders that extend a hypothesis one token at a time (beam, Jacobi) refuse other scorers."""
+  """Decoders that extend a hypothesis one token at a time (beam) refuse other scorers."""
   if scorer.tokens_per_step != 1:
     raise ValueError(f'{decoder} decodes one token per step; this model takes {scorer.tokens_per_step} '
-                     f'(use a decoder that handles several tokens per step, e.g. greedy).')
+                     f'(use a decoder that handles several tokens per step: greedy, multiword_beam, jacobi_*).')
 
 
 @flax.struct.dataclass

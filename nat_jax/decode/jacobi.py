@@ -3,18 +3,22 @@
 Greedy decoding solves the triangular system y_t = argmax p(. | y_<t, x), t = 1..T, by substitution.
 Jacobi iteration solves every equation of a block at once from a draft, feeding the block's draft
 tokens to the scorer's `step_logits` in one call, and repeats. Written only against the
-LeftToRightScorer Protocol (nat_jax.decode.interfaces), so it runs on any left-to-right method
-unchanged (one token per step).
+LeftToRightScorer Protocol (nat_jax.decode.interfaces), so it runs on every left-to-right method
+unchanged: AT (one token per step), HRT's Skip-AT view, and the IBDecoder family (z = h * c slots
+per step); the output goes through the scorer's `read_out` as greedy's does.
 
-Finality. An iteration feeds the draft inputs of slots [s, s + W) (slot 0 holds BOS, slot i the
-token at position i) and predicts positions s+1 .. s+W. The prediction for position s+1+j is
-final (equals greedy's token) when all its inputs were final: slot s is (s never passes a row's
-final prefix) and input s+i is final when the new prediction for that position equals the draft
-it replaced. So each iteration extends a row's final prefix by 1 + the leading run of unchanged
-positions: at least one token per iteration, hence at most `greedy length` iterations, and no
-extra "nothing changed" confirmation pass is needed. Final tokens are never overwritten.
+Finality. Slots 0 .. z-1 hold the start token and slot z + o the draft of output token o; slot i
+predicts output token i, seeing every slot of its own step (i // z) and of earlier steps. An
+iteration feeds the draft inputs of slots [s, s + W) (s and W multiples of z) and predicts output
+tokens s .. s+W-1. The first step group of them (tokens s .. s+z-1) reads only final inputs
+(s never passes a row's final prefix), so it is final; group g is final when group g - 1 was,
+and its prediction equals the draft it replaced. So each iteration extends a row's final prefix
+by z x (1 + the leading run of unchanged step groups): at least one step per iteration, hence
+at most greedy's number of steps, and no extra "nothing changed" confirmation pass is needed.
+Final tokens are never overwritten. With z = 1 a group is one token.
 
-Blocks and the batch. PGJ cuts the target into consecutive blocks of `block_size` positions;
+Blocks and the batch. PGJ cuts the target into consecutive blocks of `block_size` decoding steps
+(block_size x z tokens);
 Jacobi runs inside the current block until it is final, then moves on. PJ is the same with one
 block spanning the maximum length. The block start is common to the batch (blocks sit at fixed
 multiples of b for every row anyway): the batch moves to the next block when every unfinished
@@ -48,7 +52,7 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
-from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer, require_one_token_per_step
+from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
 from nat_jax.decode.lengths import resolve_max_len, through_first_eos
 from nat_jax.decode.registry import register_decoder
 
@@ -60,36 +64,42 @@ def pad_draft(batch: int, length: int) -> jax.Array:
 
 @flax.struct.dataclass
 class JacobiState:
-  tokens: jax.Array      # i32[B, P+1]: BOS at slot 0, draft/final tokens of positions 1..P
-  logp: jax.Array        # f32[B, P+1]: log-probability of each draft token when it was predicted
-  fixed: jax.Array       # i32[B]: positions 1..fixed are final
+  tokens: jax.Array      # i32[B, z+P]: start slots, then draft/final output tokens 0..P-1
+  logp: jax.Array        # f32[B, z+P]: log-probability of each draft token when it was predicted
+  fixed: jax.Array       # i32[B]: output tokens 0..fixed-1 are final
   done: jax.Array        # bool[B]
   iterations: jax.Array  # i32[B]: iterations the row itself needed
   start: jax.Array       # i32[]: first input slot of the current block (common to the batch)
   passes: jax.Array      # i32[]: decoder passes run
   cache: Any
+  z: int = flax.struct.field(pytree_node=False, default=1)  # slots per decoding step
+
+  def drafts(self) -> tuple[jax.Array, jax.Array]:
+    """(tokens i32[B, P], log-probabilities f32[B, P]) of output tokens 0..P-1."""
+    return self.tokens[:, self.z:], self.logp[:, self.z:]
 
 
-def final_eos(tokens, fixed, t_max):
+def final_eos(outputs, fixed, t_max):
   """Stop rule of every algorithm: an EOS is final (its block converged up to it), or the maximum length is. bool[B]."""
-  return has_eos(tokens, fixed) | (fixed >= t_max)
+  return has_eos(outputs, fixed) | (fixed >= t_max)
 
 
-def has_eos(tokens, upto):
-  """tokens i32[B, P+1], upto i32[B] -> bool[B]: EOS among positions 1..upto."""
-  positions = jnp.arange(tokens.shape[1])  # [P+1]
-  return jnp.any((tokens == Tokenizer.eos_id) & (positions >= 1) & (positions <= upto[:, None]), axis=1)
+def has_eos(outputs, upto):
+  """outputs i32[B, P], upto i32[B] -> bool[B]: EOS among output tokens 0..upto-1."""
+  index = jnp.arange(outputs.shape[1])  # [P]
+  return jnp.any((outputs == Tokenizer.eos_id) & (index < upto[:, None]), axis=1)
 
 
 def init_state(scorer: LeftToRightScorer, enc, batch: int, width: int, t_max: int,
                init_draft: Callable) -> JacobiState:
-  """Draft of P = ceil(t_max / width) * width positions, nothing final, block 0."""
+  """Draft of P = ceil(t_max / width) * width output tokens after z start slots, nothing final, block 0."""
+  z = scorer.tokens_per_step
   padded = -(-t_max // width) * width
-  bos = jnp.full((batch, 1), Tokenizer.bos_id, jnp.int32)
-  tokens = jnp.concatenate([bos, init_draft(batch, padded).astype(jnp.int32)], axis=1)  # [B, P+1]
+  starts = jnp.full((batch, z), Tokenizer.bos_id, jnp.int32)
+  tokens = jnp.concatenate([starts, init_draft(batch, padded).astype(jnp.int32)], axis=1)  # [B, z+P]
   zeros = jnp.zeros((batch,), jnp.int32)
   return JacobiState(tokens, jnp.zeros(tokens.shape, jnp.float32), zeros, jnp.zeros((batch,), bool), zeros,
-                     jnp.int32(0), jnp.int32(0), scorer.init_cache(enc, padded))
+                     jnp.int32(0), jnp.int32(0), scorer.init_cache(enc, padded), z)
 
 
 def leading_run(same):
@@ -99,45 +109,73 @@ def leading_run(same):
 
 def jacobi_iteration(scorer: LeftToRightScorer, enc, state: JacobiState, width: int, t_max: int) -> JacobiState:
   """One decoder pass over the current block of every row; the single implementation of an iteration."""
-  s, block_end = state.start, state.start + width
+  z, s, block_end = state.z, state.start, state.start + width
+  batch = state.tokens.shape[0]
   inputs = jax.lax.dynamic_slice_in_dim(state.tokens, s, width, axis=1)  # [B, W]: slots s..s+W-1
   logits, cache = scorer.step_logits(enc, state.cache, inputs, s)
   logp = jax.nn.log_softmax(logits.astype(jnp.float32))  # [B, W, V]
-  new = jnp.argmax(logp, axis=-1).astype(jnp.int32)  # [B, W]: positions s+1..s+W
+  new = jnp.argmax(logp, axis=-1).astype(jnp.int32)  # [B, W]: output tokens s..s+W-1 (slots s+z..)
   new_logp = jnp.max(logp, axis=-1)  # [B, W]
-  old = jax.lax.dynamic_slice_in_dim(state.tokens, s + 1, width, axis=1)  # [B, W]
-  old_logp = jax.lax.dynamic_slice_in_dim(state.logp, s + 1, width, axis=1)  # [B, W]
-  keep = (s + 1 + jnp.arange(width) <= state.fixed[:, None]) | state.done[:, None]  # [B, W]
+  old = jax.lax.dynamic_slice_in_dim(state.tokens, s + z, width, axis=1)  # [B, W]
+  old_logp = jax.lax.dynamic_slice_in_dim(state.logp, s + z, width, axis=1)  # [B, W]
+  keep = (s + jnp.arange(width) < state.fixed[:, None]) | state.done[:, None]  # [B, W]
   new, new_logp = jnp.where(keep, old, new), jnp.where(keep, old_logp, new_logp)
-  grown = jnp.minimum(s + 1 + leading_run(new == old), block_end)  # [B]
+  same_group = jnp.all((new == old).reshape(batch, width // z, z), axis=2)  # [B, W/z]
+  grown = jnp.minimum(s + z * (1 + leading_run(same_group)), block_end)  # [B]
   fixed = jnp.where(state.done, state.fixed, jnp.maximum(state.fixed, grown))
-  tokens = jax.lax.dynamic_update_slice_in_dim(state.tokens, new, s + 1, axis=1)
-  all_logp = jax.lax.dynamic_update_slice_in_dim(state.logp, new_logp, s + 1, axis=1)
+  tokens = jax.lax.dynamic_update_slice_in_dim(state.tokens, new, s + z, axis=1)
+  all_logp = jax.lax.dynamic_update_slice_in_dim(state.logp, new_logp, s + z, axis=1)
   working = ~state.done & (state.fixed < block_end)  # [B]: rows not waiting for the rest of the batch
-  done = state.done | final_eos(tokens, fixed, t_max)
+  done = state.done | final_eos(tokens[:, z:], fixed, t_max)
   advance = jnp.all(done | (fixed >= block_end))
-  return JacobiState(tokens, all_logp, fixed, done, state.iterations + working.astype(jnp.int32),
-                     jnp.where(advance, block_end, s), state.passes + 1, cache)
+  return state.replace(tokens=tokens, logp=all_logp, fixed=fixed, done=done,
+                       iterations=state.iterations + working.astype(jnp.int32),
+                       start=jnp.where(advance, block_end, s), passes=state.passes + 1, cache=cache)
 
 
 def running(state: JacobiState) -> jax.Array:
-  return ~jnp.all(state.done) & (state.start < state.tokens.shape[1] - 1)
+  return ~jnp.all(state.done) & (state.start < state.tokens.shape[1] - state.z)
 
 
-def finish(state: JacobiState, t_max: int) -> DecodeOutput:
-  """Greedy's output format: tokens i32[B, t_max] 0 after the first EOS, summed log-probs, aux."""
-  tokens, logp = state.tokens[:, 1:t_max + 1], state.logp[:, 1:t_max + 1]  # [B, T]
+def finish(scorer: LeftToRightScorer, state: JacobiState, t_max: int) -> DecodeOutput:
+  """Greedy's output format: tokens i32[B, t_max] 0 after the first EOS (read out by the scorer),
+  summed log-probs, aux."""
+  drafts, drafts_logp = state.drafts()
+  tokens, logp = drafts[:, :t_max], drafts_logp[:, :t_max]  # [B, T]
   valid, steps = through_first_eos(tokens)  # [B, T], [B]
   aux = {'iterations': state.iterations, 'steps': steps,
          'passes': jnp.full_like(steps, state.passes)}
-  return DecodeOutput(jnp.where(valid, tokens, 0), jnp.sum(jnp.where(valid, logp, 0.0), axis=1), aux)
+  return DecodeOutput(scorer.read_out(jnp.where(valid, tokens, 0)), jnp.sum(jnp.where(valid, logp, 0.0), axis=1), aux)
 
 
-def block_plan(scorer: LeftToRightScorer, src, block_size: int, max_len: int) -> tuple[int, int]:
-  """Static (block width, t_max) for a source batch: block_size <= 0 means one block (PJ)."""
-  require_one_token_per_step(scorer, 'Jacobi decoding')
-  t_max = resolve_max_len(scorer, src, max_len)
-  return (t_max if block_size <= 0 else min(block_size, t_max)), t_max
+def block_width(z: int, t_max: int, block_size: int) -> int:
+  """Static block width in slots: blocks of `block_size` steps of z tokens (<= 0: one block, PJ)."""
+  return t_max if block_size <= 0 else min(block_size * z, t_max)
+
+
+def jacobi_steps(scorer: LeftToRightScorer, src, max_len: int) -> int:
+  """Greedy's number of decoding steps for a source batch (the length bound over z tokens per step)."""
+  return -(-resolve_max_len(scorer, src, max_len) // scorer.tokens_per_step)
+
+
+def jacobi_search(scorer: LeftToRightScorer, enc, batch: int, num_steps: int, block_size: int,
+                  init_draft: Callable = pad_draft) -> JacobiState:
+  """Jacobi decoding of at most `num_steps` steps of z tokens from an encoder state (`scorer.encode`'s,
+  batch `batch`) in blocks of `block_size` steps (<= 0: one block, PJ), as one while_loop; the
+  counterpart of greedy_search (HRT's Skip-AT phase runs either)."""
+  t_max = num_steps * scorer.tokens_per_step
+  width = block_width(scorer.tokens_per_step, t_max, block_size)
+  state = init_state(scorer, enc, batch, width, t_max, init_draft)
+  body = functools.partial(jacobi_iteration, scorer, enc, width=width, t_max=t_max)
+  return jax.lax.while_loop(running, body, state)
+
+
+def jacobi_decode(scorer: LeftToRightScorer, src, *, block_size: int, max_len: int,
+                  init_draft: Callable = pad_draft) -> DecodeOutput:
+  """Jacobi decoding of src i32[B, S] in blocks of `block_size` steps (<= 0: one block, PJ) as one while_loop."""
+  num_steps = jacobi_steps(scorer, src, max_len)
+  final = jacobi_search(scorer, scorer.encode(src), src.shape[0], num_steps, block_size, init_draft)
+  return finish(scorer, final, num_steps * scorer.tokens_per_step)
 
 
 def jacobi_start(scorer: LeftToRightScorer, src, width: int, t_max: int, init_draft: Callable):
@@ -146,29 +184,22 @@ def jacobi_start(scorer: LeftToRightScorer, src, width: int, t_max: int, init_dr
   return enc, init_state(scorer, enc, src.shape[0], width, t_max, init_draft)
 
 
-def jacobi_decode(scorer: LeftToRightScorer, src, *, block_size: int, max_len: int,
-                  init_draft: Callable = pad_draft) -> DecodeOutput:
-  """Jacobi decoding of src i32[B, S] in blocks of `block_size` (<= 0: one block, PJ) as one while_loop."""
-  width, t_max = block_plan(scorer, src, block_size, max_len)
-  enc, state = jacobi_start(scorer, src, width, t_max, init_draft)
-  body = functools.partial(jacobi_iteration, scorer, enc, width=width, t_max=t_max)
-  return finish(jax.lax.while_loop(running, body, state), t_max)
-
-
 def trace_jacobi(build: Callable[[Any], LeftToRightScorer], params, src, *, block_size: int, max_len: int,
                  init_draft: Callable = pad_draft) -> tuple[list[JacobiState], DecodeOutput]:
   """The same iteration stepped from Python, for inspection (DDGviz): (state after each iteration, output).
 
   build(params) -> the scorer (a method's LeftToRightScorer view), so params stay jit arguments.
   """
-  width, t_max = block_plan(build(params), src, block_size, max_len)
+  scorer = build(params)
+  t_max = jacobi_steps(scorer, src, max_len) * scorer.tokens_per_step
+  width = block_width(scorer.tokens_per_step, t_max, block_size)
   enc, state = jax.jit(lambda p, x: jacobi_start(build(p), x, width, t_max, init_draft))(params, src)
   step = jax.jit(lambda p, e, st: jacobi_iteration(build(p), e, st, width, t_max))
   states = []
   while bool(running(state)):
     state = step(params, enc, state)
     states.append(jax.device_get(state.replace(cache=None)))
-  return states, finish(state, t_max)
+  return states, finish(scorer, state, t_max)
 
 
 ALGORITHMS = {  # name -> whether block_size applies (without it the whole length is one block)

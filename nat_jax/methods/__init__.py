@@ -67,4 +67,4 @@ def get_method(config, vocab_size: int):
   return METHODS[config.model.method](config, vocab_size)
 
 
-from nat_jax.methods import autoregressive, cmlm, dag, hrt  # noqa: E402,F401  (register 'at', 'cmlm', 'dat', 'hrt')
+from nat_jax.methods import autoregressive, cmlm, dag, hrt, ibdecoder  # noqa: E402,F401  (register 'at', 'cmlm', 'dat', 'hrt', 'ibdecoder')

@@ -78,10 +78,25 @@ class TransformerScorer:
     slots = start + jnp.arange(t)  # [T]
     z = self.tokens_per_step
     tokens = jnp.where(slots[None] < z, self.start_token, tokens)  # start slots hold BOS -> this view's start
-    mask = attention_mask(jnp.arange(num_slots) // z, query_groups=slots // z)  # [T, C]
-    return self.model.apply({'params': self.params}, tokens, jnp.broadcast_to(slots * self.position_stride, (b, t)),
+    mask = attention_mask(jnp.arange(num_slots) // z, query_groups=slots // z)  # [T, C]: block-causal for z > 1
+    directions = self.slot_directions(slots)
+    return self.model.apply({'params': self.params}, tokens, jnp.broadcast_to(self.slot_positions(slots), (b, t)),
                             jnp.broadcast_to(mask, (b, t, num_slots)), enc['encoded'], enc['src_valid'],
-                            cross_kv=enc['cross_kv'], cache=cache, cache_start=start, method=Transformer.decode)
+                            cross_kv=enc['cross_kv'], cache=cache, cache_start=start,
+                            directions=None if directions is None else jnp.broadcast_to(directions, (b, t)),
+                            method=Transformer.decode)
+
+  def slot_positions(self, slots):
+    """i32[T] target slots -> the positions they embed: slot * position_stride."""
+    return slots * self.position_stride
+
+  def slot_directions(self, slots):
+    """i32[T] target slots -> their direction embeddings, or None (this model has none)."""
+    return None
+
+  def read_out(self, tokens):
+    """Decoded tokens in slot order i32[B, P] (0 after EOS) -> text order: the same here."""
+    return tokens
 
   def fill_logits(self, enc, tokens):
     """tokens i32[B, W] (0 = no slot) -> logits f32[B, W, V]: one non-causal pass, slot w at position w,

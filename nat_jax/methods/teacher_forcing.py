@@ -1,6 +1,6 @@
 """Teacher-forced views of a batch and the one token-level loss every such method shares.
 
-A token-level method (AT now; CMLM, HRT's four tasks and the IBDecoder family next) describes
+A token-level method (AT, CMLM, HRT's four tasks, the IBDecoder family) describes
 what its decoder sees with one pure function from the batch to `DecoderInputs`: input tokens,
 the position embedded at each slot, the decoding step of each slot (which fixes the attention
 mask, see nat_jax.models.layers.attention_mask) and the token each slot must predict. The loss
@@ -8,6 +8,8 @@ is then the same label-smoothed cross-entropy over whatever view the method buil
 per target token.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import flax
 import jax
@@ -24,6 +26,7 @@ class DecoderInputs:
   groups: jax.Array     # i32[B, T]: decoding step of each slot (a slot sees its own step and earlier ones)
   valid: jax.Array      # bool[B, T]: slots that exist as attention keys
   targets: jax.Array    # i32[B, T]: token each slot predicts, 0 = no loss at this slot
+  directions: Optional[jax.Array] = None  # i32[B, T]: direction embedding of each slot (IMDecoder), or none
 
   def self_mask(self) -> jax.Array:
     """bool[B, T, T]: the decoder self-attention mask of this view."""
@@ -35,5 +38,5 @@ def teacher_forced_loss(model, params, source: jax.Array, inputs: DecoderInputs,
   """Sums {'loss', 'nll', 'correct', 'tokens'} of the label-smoothed cross-entropy of one view
   (source i32[B, S]); normalised by 'tokens' (the target tokens of the view)."""
   logits = model.apply({'params': params}, source, inputs.tokens, inputs.positions, inputs.self_mask(),
-                       deterministic=deterministic, rngs={'dropout': rng})  # [B, T, V]
+                       deterministic=deterministic, directions=inputs.directions, rngs={'dropout': rng})  # [B, T, V]
   return smoothed_cross_entropy(logits, inputs.targets, (inputs.targets > 0).astype(jnp.float32), label_smoothing)

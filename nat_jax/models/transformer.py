@@ -32,6 +32,7 @@ class TransformerConfig:
   relative_window: int = 0  # >0: key-only relative positions in decoder self-attention (HRT, w = 16)
   start_tokens: int = 0     # input-only start tokens after the vocabulary (HRT's Skip-AT <B_k>)
   length_classes: int = 0   # >0: a target-length head over lengths 0 .. length_classes - 1 (CMLM)
+  directions: int = 0       # >0: trainable direction embeddings added to decoder inputs (IMDecoder, h)
   dtype: Any = jnp.float32  # activation dtype; params and softmax statistics stay fp32
 
 
@@ -129,11 +130,18 @@ class Transformer(nn.Module):
     if c.pre_norm:
       self.encoder_norm = layer_norm('encoder_norm', c.dtype)
       self.decoder_norm = layer_norm('decoder_norm', c.dtype)
+    if c.directions:
+      self.direction_embed = self.param(
+          'direction_embed', nn.with_logical_partitioning(nn.initializers.normal(0.02), (None, 'embed')),
+          (c.directions, c.d_model), jnp.float32)
     self.input_dropout = nn.Dropout(c.dropout)
 
-  def embed_tokens(self, tokens, positions, *, deterministic: bool):
-    """tokens, positions i32[B, T] -> [B, T, D]: scaled embedding + sinusoidal position."""
+  def embed_tokens(self, tokens, positions, *, deterministic: bool, directions=None):
+    """tokens, positions i32[B, T] -> [B, T, D]: scaled embedding + sinusoidal position (+ the
+    direction embedding of each slot, directions i32[B, T], when the model has them)."""
     x = self.embed(tokens) + sinusoidal_positions(positions, self.cfg.d_model).astype(self.cfg.dtype)
+    if directions is not None:
+      x = x + jnp.take(self.direction_embed, directions, axis=0).astype(self.cfg.dtype)
     return self.input_dropout(x, deterministic=deterministic)
 
   def encode(self, src, *, deterministic: bool = True):
@@ -146,14 +154,15 @@ class Transformer(nn.Module):
     return self.encoder_norm(x) if self.cfg.pre_norm else x
 
   def decode(self, tokens, positions, self_mask, encoded, src_valid, *, deterministic: bool = True,
-             cross_kv: Optional[list] = None, cache: Optional[dict] = None, cache_start=None):
+             cross_kv: Optional[list] = None, cache: Optional[dict] = None, cache_start=None, directions=None):
     """Decoder pass from tokens to logits.
 
     tokens, positions i32[B, T]; self_mask bool[B, T, T] (no cache) or bool[B, T, C] (cache of C slots);
     encoded [B, S, D]; src_valid bool[B, S]; cross_kv: `precompute_cross(encoded)` (optional). With a
-    cache the new keys go to slots [cache_start, cache_start + T). Returns (logits f32[B, T, V], cache or None).
+    cache the new keys go to slots [cache_start, cache_start + T); directions i32[B, T] (IMDecoder) selects
+    each slot's direction embedding. Returns (logits f32[B, T, V], cache or None).
     """
-    x = self.embed_tokens(tokens, positions, deterministic=deterministic)
+    x = self.embed_tokens(tokens, positions, deterministic=deterministic, directions=directions)
     hidden, new_cache = self.decode_hidden(x, positions, self_mask, encoded, src_valid, deterministic=deterministic,
                                            cross_kv=cross_kv, cache=cache, cache_start=cache_start)
     return self.logits(hidden), new_cache
@@ -204,8 +213,9 @@ class Transformer(nn.Module):
     return {'layers': [{'k': zeros, 'v': zeros} for _ in self.decoder_layers],
             'positions': jnp.zeros((batch, num_slots), jnp.int32)}
 
-  def __call__(self, src, tokens, positions, self_mask, *, deterministic: bool = True):
-    """Teacher-forced pass: src i32[B, S], tokens/positions i32[B, T] -> logits f32[B, T, V]."""
+  def __call__(self, src, tokens, positions, self_mask, *, deterministic: bool = True, directions=None):
+    """Teacher-forced pass: src i32[B, S], tokens/positions (/directions) i32[B, T] -> logits f32[B, T, V]."""
     encoded = self.encode(src, deterministic=deterministic)
-    logits, _ = self.decode(tokens, positions, self_mask, encoded, src > 0, deterministic=deterministic)
+    logits, _ = self.decode(tokens, positions, self_mask, encoded, src > 0, deterministic=deterministic,
+                            directions=directions)
     return logits
