@@ -6,7 +6,9 @@ against the first run's greedy and beam.
       --runs=runs/at_student_bible_tiny:greedy+beam,runs/cmlm_bible_tiny:mask_predict/iterations=4+mask_predict,runs/hrt_bible_tiny:hrt+hrt/b_at=4+hrt/chunk=1 \
       [--latency_sentences=100] [--batch1_runs=5] [--batch_size=64] [--dtype=float32] [--out=docs/nat_vs_at.md]
 
-A decoder is `name` or `name/opt=value/opt=value` (its --decoder.<opt> options). The first run is
+A decoder is `name` or `name/opt=value/opt=value` (its --decoder.<opt> options); a run is `workdir` or
+`workdir@dtype` (bfloat16 / float16: that entry loads the run in half precision, so fp32 and half
+precision of one run sit side by side; default --dtype). The first run is
 the baseline; it must list `greedy` (and `beam` for the beam ratios). Timing is nat_jax.evaluate's:
 every shape compiled first, batch-1 latency = median over --batch1_runs passes over the first
 --latency_sentences sentences translated one by one, words/s = source words of a pass / its time
@@ -39,13 +41,18 @@ def parse_decoder(spec: str) -> tuple[str, dict[str, str]]:
   return name, dict(o.split('=', 1) for o in opts)
 
 
-def parse_runs(specs: list[str]) -> list[tuple[str, list[str]]]:
+DTYPES = ('float32', 'bfloat16', 'float16')
+
+
+def parse_runs(specs: list[str], default_dtype: str) -> list[tuple[str, str, list[str]]]:
+  """'runs/x@bfloat16:greedy+beam' -> ('runs/x', 'bfloat16', ['greedy', 'beam'])."""
   out = []
   for spec in specs:
-    workdir, sep, decoders = spec.rpartition(':')
-    if not sep or not workdir or not decoders:
-      raise app.UsageError(f'--runs entry {spec!r}: expected workdir:decoder+decoder')
-    out.append((workdir, decoders.split('+')))
+    run, sep, decoders = spec.rpartition(':')
+    workdir, at, dtype = run.partition('@')
+    if not sep or not workdir or not decoders or (at and dtype not in DTYPES):
+      raise app.UsageError(f'--runs entry {spec!r}: expected workdir[@{"|".join(DTYPES)}]:decoder+decoder')
+    out.append((workdir, dtype or default_dtype, decoders.split('+')))
   return out
 
 
@@ -56,15 +63,16 @@ def main(argv):
     raise app.UsageError('--runs is required.')
   cli.quiet_logs()
   rows = []
-  for workdir, decoders in parse_runs(FLAGS.runs):
-    run = load_run(workdir, FLAGS.checkpoint, FLAGS.average, FLAGS.dtype)
+  for workdir, dtype, decoders in parse_runs(FLAGS.runs, FLAGS.dtype):
+    run = load_run(workdir, FLAGS.checkpoint, FLAGS.average, dtype)
     examples = load_split(run.config.data, FLAGS.split)[:FLAGS.max_sentences or None]
     for spec in decoders:
       name, options = parse_decoder(spec)
-      print(f'{workdir}: {spec} ...', file=sys.stderr, flush=True)
+      print(f'{workdir} ({dtype}): {spec} ...', file=sys.stderr, flush=True)
       r = evaluate_decoder(run, name, options, examples, batch_size=FLAGS.batch_size,
                            latency_sentences=FLAGS.latency_sentences, batch1_runs=FLAGS.batch1_runs)
-      r.update(workdir=workdir, method=run.method.label(), step=run.meta[0]['step'], spec=spec,
+      r.update(workdir=workdir if dtype == 'float32' else f'{workdir}@{dtype}', method=run.method.label(),
+               step=run.meta[0]['step'], spec=spec,
                layers=f'E{run.config.model.enc_layers}D{run.config.model.dec_layers}')
       print(json.dumps(r), file=sys.stderr, flush=True)
       rows.append(r)

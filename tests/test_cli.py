@@ -97,3 +97,24 @@ def test_evaluate_rejects_unknown_decoder_option(trained_run):
   result = subprocess.run([sys.executable, '-m', 'nat_jax.evaluate', f'--workdir={trained_run}', '--decoders=greedy',
                            '--decoder.beam_size=2'], cwd=REPO, capture_output=True, text=True, timeout=300)
   assert result.returncode == 2 and 'beam_size' in result.stderr
+
+
+def test_nat_vs_at_benchmark_tables_runs_side_by_side(trained_run, tmp_path):
+  """The benchmark entry point on a tiny run: one row per (run, dtype, decoder), half precision as its
+  own entry, and Jacobi's row equal to greedy's in BLEU with its iteration ratio filled in."""
+  out = tmp_path / 'table.md'
+  result = subprocess.run([sys.executable, '-m', 'benchmarks.nat_vs_at',
+                           f'--runs={trained_run}:greedy+jacobi_hgj/block_size=2,{trained_run}@bfloat16:greedy',
+                           '--max_sentences=6', '--latency_sentences=2', '--batch1_runs=1', '--batch_size=4',
+                           f'--out={out}'], cwd=REPO, capture_output=True, text=True, timeout=900)
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = json.loads((tmp_path / 'table.json').read_text())['rows']
+  assert [(r['workdir'], r['spec']) for r in rows] == [
+      (trained_run, 'greedy'), (trained_run, 'jacobi_hgj/block_size=2'), (f'{trained_run}@bfloat16', 'greedy')]
+  assert rows[1]['options']['block_size'] == 2 and rows[1]['first_ref'] == rows[0]['first_ref']
+  assert rows[2]['dtype'] == 'bfloat16' and rows[0]['dtype'] == 'float32'
+  jacobi_line = next(line for line in out.read_text().splitlines() if 'jacobi_hgj' in line)
+  assert jacobi_line.rstrip(' |').split('|')[-1].strip() != '- / -'  # iterations / wall-clock vs own greedy
+  bad = subprocess.run([sys.executable, '-m', 'benchmarks.nat_vs_at', f'--runs={trained_run}@fp8:greedy'], cwd=REPO,
+                       capture_output=True, text=True, timeout=300)
+  assert bad.returncode != 0 and 'expected workdir[@float32|bfloat16|float16]' in bad.stderr
