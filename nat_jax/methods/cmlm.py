@@ -10,12 +10,16 @@ Our choices where the papers and their two codebases leave room (DESIGN.md §4.4
   tells it (the length is given).
 - Training masks m text tokens, m uniform in 1 .. N - 1, positions uniform without replacement
   (`random_mask`); label-smoothed cross-entropy on the masked tokens only.
+- Fine-tuning from an AT run (init_from, configs/cmlm_ft_bible_tiny.py): `adopt_params` takes every
+  parameter from it and only the length head (absent there) from the fresh initialisation; the
+  decoder's causal training is then unlearned by the non-causal masked-token loss.
 - Loss = sum of masked-token losses + length_loss_weight x (masked tokens / sentences) x sum of
   per-sentence length NLLs, normalised per masked token: the token mean plus length_loss_weight
   times the sentence mean of the length NLL (fairseq's weighting; weight 0.1, the original 1.0).
 """
 from __future__ import annotations
 
+from flax import traverse_util
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -100,6 +104,13 @@ class CmlmMethod:
     sums.update(sentences=sentences, length_nll=length_sum,
                 length_correct=jnp.sum(real & (jnp.argmax(length_logp, axis=1) == lengths)).astype(jnp.float32))
     return sums
+
+  def adopt_params(self, loaded, fresh):
+    """An AT run's params (`init_from`) completed with the length head of the fresh initialisation;
+    other differences are left for the caller's check."""
+    have, want = traverse_util.flatten_dict(loaded), traverse_util.flatten_dict(fresh)
+    have.update({key: like for key, like in want.items() if key not in have and key[-1] == 'length_embed'})
+    return traverse_util.unflatten_dict(have)
 
   def views(self):
     return {MaskPredictor: lambda params: TransformerScorer(self.model, params, self.max_target_len)}
