@@ -4,6 +4,9 @@ rescoring) and overfitting to exact reproduction."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +27,7 @@ from nat_jax.methods.hrt import HrtMethod, chunk_samples, skip_probability, skip
 from nat_jax.models.layers import attention_mask, relative_buckets
 from nat_jax.models.transformer import Transformer
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BOS, EOS, MASK = Tokenizer.bos_id, Tokenizer.eos_id, Tokenizer.mask_id
 SKIP_BOS = 99
 
@@ -284,3 +288,10 @@ def test_hrt_fine_tunes_from_an_at_run_end_to_end(corpus, compile_cache, trained
                        eval_decoder='hrt', test_decoder='hrt', **{'model.method': 'hrt', 'model.relative_window': 4})
   result = train.train_and_evaluate(config, str(tmp_path / 'hrt'))
   assert result['decoder'] == 'hrt' and result['sentences'] == 16 and result['step'] == 2
+  # The quality breakdown benchmark runs on it: three BLEU rows and the Skip-AT agreement line.
+  out = subprocess.run([sys.executable, '-m', 'benchmarks.hrt_quality', f'--workdir={tmp_path / "hrt"}',
+                        '--max_sentences=6'], cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  rows = [line for line in out.stdout.splitlines() if line.startswith('| ') and 'BLEU' not in line]
+  assert [r.split('|')[1].split(' (')[0].strip() for r in rows] == ['C_d = 1', 'oracle fill', 'hrt'], out.stdout
+  assert 'same token at' in out.stdout

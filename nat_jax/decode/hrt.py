@@ -39,6 +39,15 @@ def skip_frame(skips: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
   return jnp.where(in_use, jnp.where(on_skip[None, :], z, Tokenizer.mask_id), 0), fill
 
 
+def fill_chunks(view: HybridScorer, enc, skips: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+  """Step (2): one Skip-CMLM pass over the frame of skips i32[R, m] (`enc` with R rows) -> (tokens
+  i32[R, k m]: the Skip-AT tokens in place, every [MASK] filled with its argmax; f32[R]: the summed
+  log-probabilities of the filled tokens)."""
+  inputs, fill = skip_frame(skips, k)
+  tok, tok_logp = predict(view, enc, inputs)  # [R, km]
+  return jnp.where(fill, tok, inputs), jnp.sum(jnp.where(fill, tok_logp, 0.0), axis=1)
+
+
 @register_decoder('hrt', HybridScorer, b_at=1, b_nat=1, alpha=0.6, chunk=0, jacobi_block=0, max_len=0)
 def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1, alpha: float = 0.6,
                chunk: int = 0, jacobi_block: int = 0, max_len: int = 0) -> DecodeOutput:
@@ -71,10 +80,8 @@ def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1
   if k == 1:
     out, score = flat, logp.reshape(-1)
   else:
-    inputs, fill = skip_frame(flat, k)
-    tok, tok_logp = predict(view, add_beam_dim(enc, n), inputs)  # [B*n, km]
-    out = jnp.where(fill, tok, inputs)
-    score = logp.reshape(-1) + jnp.sum(jnp.where(fill, tok_logp, 0.0), axis=1)
+    out, fill_logp = fill_chunks(view, add_beam_dim(enc, n), flat, k)
+    score = logp.reshape(-1) + fill_logp
   best = jnp.argmax(score.reshape(b, n), axis=1)  # [B]
   rows = jnp.arange(b) * n + best
   _, skip_len = through_first_eos(flat[rows])
