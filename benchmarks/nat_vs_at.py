@@ -26,6 +26,7 @@ from absl import app, flags
 from nat_jax import cli
 from nat_jax.data import load_split
 from nat_jax.evaluate import FLAGS, evaluate_decoder  # also defines --batch_size, --latency_sentences, --split, ...
+from nat_jax.models.transformer import DTYPES
 from nat_jax.runs import load_run
 from nat_jax.timing import machine
 
@@ -39,9 +40,6 @@ def parse_decoder(spec: str) -> tuple[str, dict[str, str]]:
   if bad or not name:
     raise app.UsageError(f'decoder {spec!r}: expected name or name/opt=value/opt=value')
   return name, dict(o.split('=', 1) for o in opts)
-
-
-DTYPES = ('float32', 'bfloat16', 'float16')
 
 
 def parse_runs(specs: list[str], default_dtype: str) -> list[tuple[str, str, list[str]]]:

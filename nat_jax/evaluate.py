@@ -21,6 +21,7 @@ import numpy as np
 
 from nat_jax import cli, decode
 from nat_jax.data import inference_batches, load_split
+from nat_jax.models.transformer import DTYPES
 from nat_jax.scoring import score_translations
 from nat_jax.timing import machine, timed
 from nat_jax.translation import encode_sources, source_lengths, translate_texts
@@ -35,7 +36,7 @@ flags.DEFINE_integer('batch1_runs', 5, 'Passes over the latency sentences at bat
 flags.DEFINE_integer('batch_size', 64, 'Batch size for the throughput measurement.')
 flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which checkpoints to load.')
 flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')
-flags.DEFINE_enum('dtype', 'float32', ['float32', 'bfloat16', 'float16'],
+flags.DEFINE_enum('dtype', 'float32', list(DTYPES),
                   'Inference precision: parameters cast once at load, softmax statistics in fp32.')
 flags.DEFINE_string('out', None, 'Output directory (default <workdir>/eval).')
 FLAGS = flags.FLAGS

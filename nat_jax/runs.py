@@ -60,7 +60,8 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
 
   dtype 'bfloat16' / 'float16' loads it for half-precision inference: the parameters are cast once
   and the model computes in that dtype (model.dtype), with attention and output softmax statistics,
-  the length head and the DAG transition head in fp32 as always.
+  the length head and the DAG transition head in fp32 as always. 'float32' computes in fp32 even
+  for a run trained with bf16 activations (configs/at_base.py).
   """
   if dtype not in DTYPES:
     raise ValueError(f'dtype must be one of {sorted(DTYPES)}, got {dtype!r}.')
@@ -77,7 +78,7 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
   method = get_method(config, tokenizer.vocab_size)
   abstract, _ = state_shardings(method, make_optimizer(config), dummy_batch(), make_mesh(1))
   params, meta = checkpoint.load_params(workdir, abstract, which=which, average=average)
-  if dtype != 'float32':
+  if dtype != config.model.dtype:  # the inference precision is the caller's, whatever the run trained in
     config.model.dtype = dtype
     method = get_method(config, tokenizer.vocab_size)
     params = cast_params(params, dtype)

@@ -17,6 +17,7 @@ from typing import Iterator
 from absl import flags
 
 from nat_jax import cli, decode
+from nat_jax.models.transformer import DTYPES
 from nat_jax.translation import translate_texts
 
 flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
@@ -26,7 +27,7 @@ flags.DEFINE_string('output', None, 'Output file (default: stdout).')
 flags.DEFINE_integer('batch_size', 64, 'Sentences per decoding batch.')
 flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which checkpoints to load.')
 flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')
-flags.DEFINE_enum('dtype', 'float32', ['float32', 'bfloat16', 'float16'],
+flags.DEFINE_enum('dtype', 'float32', list(DTYPES),
                   'Inference precision: parameters cast once at load, softmax statistics in fp32.')
 flags.DEFINE_integer('chunk_lines', 4096, 'Lines read and translated at a time (bounds memory on big inputs).')
 FLAGS = flags.FLAGS

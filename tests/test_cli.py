@@ -93,6 +93,25 @@ def test_half_precision_loads_cast_params_and_stays_close(trained_run):
     assert len(hyps) == 3 and hyps[1] == ''
 
 
+def test_inference_precision_is_the_callers(trained_run, tmp_path):
+  """A run trained with bf16 activations (as configs/at_base.py) computes in fp32 when loaded as float32,
+  bitwise as the same run trained in fp32 does."""
+  import shutil
+  import jax.numpy as jnp
+  bf16_run = str(tmp_path / 'bf16_run')
+  shutil.copytree(trained_run, bf16_run)
+  config = json.loads(open(os.path.join(bf16_run, 'config.json')).read())
+  config['model']['dtype'] = 'bfloat16'
+  with open(os.path.join(bf16_run, 'config.json'), 'w') as f:
+    json.dump(config, f)
+  src = jnp.array([[10, 11, 12, 13, 1, 0]])
+  fp32, as_fp32, as_bf16 = load_run(trained_run), load_run(bf16_run), load_run(bf16_run, dtype='bfloat16')
+  assert as_fp32.config.model.dtype == 'float32' and as_bf16.config.model.dtype == 'bfloat16'
+  outputs = [decode.build_decoder(r.method, 'greedy', {})[0](r.params, src) for r in (fp32, as_fp32, as_bf16)]
+  assert (outputs[1].scores == outputs[0].scores).all()
+  assert (outputs[2].scores != outputs[0].scores).any()  # bf16 arithmetic is not fp32's
+
+
 def test_evaluate_rejects_unknown_decoder_option(trained_run):
   result = subprocess.run([sys.executable, '-m', 'nat_jax.evaluate', f'--workdir={trained_run}', '--decoders=greedy',
                            '--decoder.beam_size=2'], cwd=REPO, capture_output=True, text=True, timeout=300)

@@ -89,14 +89,14 @@ def numpy_mask_predict(slot_logits, context, length_logp, iterations, beam, boun
     prev = np.concatenate([[0], tokens[:-1]])
     logp = log_softmax(slot_logits[:len(tokens)] + context[prev])
     logp_allowed = logp.copy()
-    logp_allowed[:, list(NEVER_FILLED)] = -np.inf
+    logp_allowed[:, list(NEVER_FILLED) + [EOS]] = -np.inf  # a text slot never holds EOS (the length is given)
     tok = logp_allowed.argmax(-1)
     return tok, logp[np.arange(len(tokens)), tok]
 
   scores = length_logp.copy()
   scores[:2] = -np.inf
   best = None
-  for length in np.argsort(-scores, kind='stable')[:beam]:
+  for length in [c for c in np.argsort(-scores, kind='stable') if c >= 2][:beam]:  # at most the lengths >= 2
     length = min(int(length), bound)
     n = length - 1
     tokens = np.zeros(bound, np.int64)
@@ -116,9 +116,11 @@ def numpy_mask_predict(slot_logits, context, length_logp, iterations, beam, boun
   return best
 
 
-@pytest.mark.parametrize('iterations,beam', [(1, 1), (1, 3), (4, 3), (10, 2)])
-def test_mask_predict_equals_numpy_reference(iterations, beam):
-  b, width, vocab, classes = 5, 9, 11, 12
+@pytest.mark.parametrize('iterations,beam,classes', [(1, 1, 12), (1, 3, 12), (4, 3, 12), (10, 2, 12), (4, 5, 5)])
+def test_mask_predict_equals_numpy_reference(iterations, beam, classes):
+  """Also with EOS the likeliest token of some text slots (vocabulary 11, random logits) and with more
+  length candidates asked for (5) than the length head has lengths >= 2 (3)."""
+  b, width, vocab = 5, 9, 11
   keys = jax.random.split(jax.random.PRNGKey(iterations * 10 + beam), 3)
   view = TableView(3 * jax.random.normal(keys[0], (b, width, vocab)), 2 * jax.random.normal(keys[1], (vocab, vocab)),
                    jax.nn.log_softmax(2 * jax.random.normal(keys[2], (b, classes))), bound=width)
@@ -139,7 +141,7 @@ def test_mask_predict_one_iteration_is_per_position_argmax():
   view = TableView(slot_logits, jnp.zeros((vocab, vocab)), length_logp, bound=width)
   out = mask_predict_decode(view, jnp.ones((b, 3), jnp.int32), iterations=1, length_beam=1)
   allowed = np.asarray(slot_logits).copy()
-  allowed[..., list(NEVER_FILLED)] = -np.inf
+  allowed[..., list(NEVER_FILLED) + [EOS]] = -np.inf
   argmax = allowed.argmax(-1)
   for row, n in enumerate([5, 3, 1]):
     np.testing.assert_array_equal(out.tokens[row, :n], argmax[row, :n])

@@ -12,7 +12,8 @@ import pytest
 
 from nat_jax import decode
 from nat_jax.decode import Graph, GraphPredictor, LeftToRightScorer
-from nat_jax.decode.beam import length_penalty
+from nat_jax.decode.beam import beam_search, best_hypotheses, length_penalty
+from nat_jax.models.layers import NEG_INF
 from nat_jax.methods.autoregressive import autoregressive_inputs
 from nat_jax.models.layers import attention_mask
 from tests.test_dag import dag_greedy_path, dag_lookahead_path, reference_text_tokens
@@ -144,6 +145,33 @@ def test_beam_equals_brute_force(alpha):
     got = np.asarray(out.tokens[row]).tolist()
     assert got[:len(best)] == best and not any(got[len(best):])
     np.testing.assert_allclose(float(out.scores[row]), max(scores), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('eos_first', [12.0, 0.0])
+def test_best_hypotheses_are_translations(eos_first):
+  """Asked for more hypotheses than finished: an entry is a finished one, or an alive one only when the
+  search ran to the bound; a search that stopped early (EOS first is all but certain, so its one
+  finished hypothesis cannot be beaten) offers no unfinished prefix (score NEG_INF)."""
+  view = markov(6, 3, max_len=8)
+  view = view.replace(table=view.table.at[BOS, BOS, EOS].add(eos_first))
+  enc = view.encode(jnp.ones((2, 3), jnp.int32))
+  final = beam_search(view, enc, 2, 3, 0.6, 8)
+  seqs, scores, logp = best_hypotheses(final, 0.6, 3)
+  finished = np.asarray(final.fin_scores > NEG_INF / 2).sum(axis=1)
+  at_bound = int(final.step) >= 8
+  if eos_first:
+    assert not at_bound and (finished < 3).all()  # the case that matters: an early stop
+  for row in range(2):
+    for i in range(3):
+      tokens = np.asarray(seqs[row, i]).tolist()
+      if i < finished[row]:
+        assert EOS in tokens
+        np.testing.assert_allclose(float(logp[row, i]), sequence_logp(np.asarray(view.table), tokens[:tokens.index(EOS) + 1]),
+                                   rtol=1e-5, atol=1e-5)
+      elif at_bound:
+        assert float(scores[row, i]) > NEG_INF / 2
+      else:
+        assert float(scores[row, i]) <= NEG_INF / 2 and float(logp[row, i]) <= NEG_INF / 2, (tokens, scores)
 
 
 @pytest.mark.parametrize('z', [1, 2, 3])

@@ -119,10 +119,14 @@ def beam_search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alph
 def best_hypotheses(final: BeamState, alpha: float, count: int,
                     start_slots: int = 1) -> tuple[jax.Array, jax.Array, jax.Array]:
   """The `count` (<= K) best hypotheses of a search: its finished ones by length-normalised score,
-  then, if fewer finished, its alive ones (they hit the length bound) by log-probability. Returns
-  (tokens i32[B, count, T] 0 after EOS, scores f32[B, count]: finished logp / lp(length), alive
-  logp / lp(T); summed log-probabilities f32[B, count]). The sequences start with `start_slots`
-  start tokens (one BOS here, z in multiword_beam)."""
+  then, if fewer finished, its alive ones by log-probability. Returns (tokens i32[B, count, T] 0
+  after EOS, scores f32[B, count]: finished logp / lp(length), alive logp / lp(T); summed
+  log-probabilities f32[B, count]). An alive hypothesis is a translation only when the search ran
+  to the length bound (it hit the bound without EOS); when the search stopped early (every row's
+  best finished one could no longer be beaten) alive ones are unfinished prefixes, and an entry
+  that would take one gets score and log-probability NEG_INF. A row with no finished hypothesis
+  keeps the search running to the bound, so entry 0 is always a translation. The sequences start
+  with `start_slots` start tokens (one BOS here, z in multiword_beam)."""
   k, t_max = final.seqs.shape[1], final.seqs.shape[2] - start_slots
   finished = jnp.sum(final.fin_scores > NEG_INF / 2, axis=1, keepdims=True)  # [B, 1]; both lists sorted by top_k
   rank = jnp.arange(count)[None, :]  # [1, count]
@@ -136,7 +140,8 @@ def best_hypotheses(final: BeamState, alpha: float, count: int,
   fin_lp = length_penalty(length.reshape(is_fin.shape).astype(jnp.float32), alpha)
   scores = jnp.where(is_fin, values, values / length_penalty(t_max, alpha))
   logp = jnp.where(is_fin, values * fin_lp, values)
-  return seqs, scores, logp
+  usable = is_fin | (final.step * start_slots >= t_max)  # [B, count]: finished, or alive at the bound
+  return seqs, jnp.where(usable, scores, NEG_INF), jnp.where(usable, logp, NEG_INF)
 
 
 @register_decoder('beam', LeftToRightScorer, beam_size=4, alpha=0.6, max_len=0)

@@ -26,17 +26,18 @@ from nat_jax.decode.mask_predict import predict
 from nat_jax.decode.registry import register_decoder
 
 
-def skip_frame(skips: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+def skip_frame(skips: jax.Array, k: int, mask_id: int = Tokenizer.mask_id) -> tuple[jax.Array, jax.Array]:
   """skips i32[R, m] (Skip-AT tokens, 0 after the first EOS) -> (Skip-CMLM input i32[R, k m]: z_j at
-  slot jk + k - 1, [MASK] at the other slots of the first len(z) chunks, 0 past them; fill bool[R, k m]:
-  the [MASK] slots)."""
+  slot jk + k - 1, [MASK] at the other slots of the chunks through the first EOS (all m where there
+  is none), 0 past them; fill bool[R, k m]: the [MASK] slots). Also what training feeds
+  (methods.hrt.chunk_samples' skip_cmlm_inputs, from the Skip-AT targets)."""
   _, z_len = through_first_eos(skips)  # [R] chunks in use (m where no EOS)
   slots = jnp.arange(k * skips.shape[1])  # [km]
   on_skip = slots % k == k - 1
   in_use = slots[None, :] < k * z_len[:, None]  # [R, km]
   z = jnp.take(skips, slots // k, axis=1)  # [R, km]: z of each slot's chunk
   fill = in_use & ~on_skip[None, :]
-  return jnp.where(in_use, jnp.where(on_skip[None, :], z, Tokenizer.mask_id), 0), fill
+  return jnp.where(in_use, jnp.where(on_skip[None, :], z, mask_id), 0), fill
 
 
 def fill_chunks(view: HybridScorer, enc, skips: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:

@@ -1,8 +1,9 @@
 """Mask-Predict (Ghazvininejad et al. 2019): iterative parallel refinement over [MASK] inputs.
 
-For each sentence the `length_beam` (l) most probable lengths N (incl. EOS, each >= 2) are decoded
-side by side, folded into the batch ([B, l] -> [B*l]). A candidate's N - 1 text slots start as
-[MASK] and slot N - 1 holds EOS. Iteration 0 predicts every text slot (argmax); iteration
+For each sentence the `length_beam` (l) most probable lengths N (incl. EOS, each >= 2; l is capped at
+the number of such lengths the length head has) are decoded side by side, folded into the batch
+([B, l] -> [B*l]). A candidate's N - 1 text slots start as [MASK] and slot N - 1 holds EOS; a text
+slot is never filled with EOS (the length is given), so the output is text, EOS, then 0. Iteration 0 predicts every text slot (argmax); iteration
 t = 1 .. I-1 re-masks the n = max(1, floor((N - 1)(I - t) / I)) text tokens of lowest probability
 and re-predicts only those (the other tokens keep their tokens and probabilities). The sentence's
 output is the candidate with the best mean log-probability of its text tokens. One jitted call
@@ -39,13 +40,15 @@ def length_candidates(length_logp: jax.Array, beam: int, bound: int) -> tuple[ja
 
 
 NEVER_FILLED = (Tokenizer.pad_id, Tokenizer.bos_id, Tokenizer.mask_id)  # no target is ever one of these
+NOT_TEXT = NEVER_FILLED + (Tokenizer.eos_id,)  # what a text slot of a candidate of known length never holds
 
 
-def predict(view: MaskPredictor, enc, tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """The most probable token at every slot, PAD / BOS / MASK excluded, and its log-probability
+def predict(view: MaskPredictor, enc, tokens: jax.Array,
+            banned: tuple[int, ...] = NEVER_FILLED) -> tuple[jax.Array, jax.Array]:
+  """The most probable token at every slot, `banned` tokens excluded, and its log-probability
   under the model (not renormalised): (i32[B, W], f32[B, W])."""
   logp = jax.nn.log_softmax(view.fill_logits(enc, tokens).astype(jnp.float32), axis=-1)  # [B, W, V]
-  tok = jnp.argmax(logp.at[..., NEVER_FILLED].set(-jnp.inf), axis=-1).astype(jnp.int32)
+  tok = jnp.argmax(logp.at[..., banned].set(-jnp.inf), axis=-1).astype(jnp.int32)
   return tok, jnp.take_along_axis(logp, tok[..., None], axis=-1)[..., 0]
 
 
@@ -57,15 +60,16 @@ def mask_predict_decode(view: MaskPredictor, src: jax.Array, iterations: int = 1
   if iterations < 1 or length_beam < 1:
     raise ValueError(f'mask_predict needs iterations >= 1 and length_beam >= 1, got {iterations} and {length_beam}.')
   width = max(resolve_max_len(view, src, max_len), MIN_LENGTH)
-  b, l = src.shape[0], length_beam
   enc = view.encode(src)
-  lengths, clamped = length_candidates(view.length_log_probs(enc), l, width)  # [B, l]
+  length_logp = view.length_log_probs(enc)  # [B, C]
+  b, l = src.shape[0], min(length_beam, length_logp.shape[1] - MIN_LENGTH)
+  lengths, clamped = length_candidates(length_logp, l, width)  # [B, l]
   enc = add_beam_dim(enc, l)  # [B*l, ...]
   text = lengths.reshape(-1) - 1  # [B*l] text tokens per candidate
   slots = jnp.arange(width)[None, :]  # [1, W]
   is_text = slots < text[:, None]  # [B*l, W]
   frame = jnp.where(slots == text[:, None], Tokenizer.eos_id, 0)  # EOS at slot N - 1, 0 past it
-  tok, logp = predict(view, enc, jnp.where(is_text, Tokenizer.mask_id, frame))
+  tok, logp = predict(view, enc, jnp.where(is_text, Tokenizer.mask_id, frame), NOT_TEXT)
   tokens = jnp.where(is_text, tok, frame)  # [B*l, W]
   probs = jnp.where(is_text, logp, jnp.inf)  # non-text slots are never re-masked
 
@@ -73,7 +77,7 @@ def mask_predict_decode(view: MaskPredictor, src: jax.Array, iterations: int = 1
     tokens, probs = carry
     rank = jnp.argsort(jnp.argsort(probs, axis=1), axis=1)  # 0 = least probable
     remask = is_text & (rank < remask_counts(text, t, iterations)[:, None])
-    tok, logp = predict(view, enc, jnp.where(remask, Tokenizer.mask_id, tokens))
+    tok, logp = predict(view, enc, jnp.where(remask, Tokenizer.mask_id, tokens), NOT_TEXT)
     return jnp.where(remask, tok, tokens), jnp.where(remask, logp, probs)
 
   tokens, probs = jax.lax.fori_loop(1, iterations, refine, (tokens, probs))

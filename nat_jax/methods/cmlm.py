@@ -29,6 +29,7 @@ from nat_jax.decode.interfaces import MaskPredictor
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.methods import register
 from nat_jax.methods.autoregressive import TransformerScorer
+from nat_jax.methods.sampling import random_subset
 from nat_jax.methods.teacher_forcing import DecoderInputs
 from nat_jax.models.transformer import Transformer, transformer_config
 
@@ -44,9 +45,7 @@ def random_mask(rng, maskable: jax.Array) -> jax.Array:
   count_rng, pick_rng = jax.random.split(rng)
   available = jnp.sum(maskable, axis=1)  # [B]
   m = jnp.floor(jax.random.uniform(count_rng, available.shape) * available).astype(jnp.int32) + 1  # [B] in 1..avail
-  keys = jnp.where(maskable, jax.random.uniform(pick_rng, maskable.shape), 2.0)  # unmaskable sort last
-  rank = jnp.argsort(jnp.argsort(keys, axis=1), axis=1)  # [B, T]
-  return maskable & (rank < m[:, None])
+  return random_subset(pick_rng, maskable, m)
 
 
 def masked_inputs(target: jax.Array, masked: jax.Array) -> DecoderInputs:

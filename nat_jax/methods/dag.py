@@ -35,6 +35,7 @@ from nat_jax.decode.lengths import decode_length_bound
 from nat_jax.losses.dag import dag_best_alignment, dag_log_likelihood, valid_pairs
 from nat_jax.losses.fuzzy import fuzzy_alignment_loss
 from nat_jax.methods import register
+from nat_jax.methods.sampling import random_subset
 from nat_jax.models.dag_transformer import DagTransformer
 from nat_jax.models.layers import NEG_INF
 from nat_jax.models.transformer import transformer_config
@@ -72,9 +73,7 @@ def glance_inputs(rng, align, hit, targets, tau, size: int):
   aligned = align >= 0  # [B, M]
   wrong = jnp.sum(aligned & ~hit, axis=1)  # [B]
   count = jnp.round(wrong.astype(jnp.float32) * tau).astype(jnp.int32)  # [B]
-  keys = jnp.where(aligned, jax.random.uniform(rng, align.shape), 2.0)  # unaligned sort last
-  rank = jnp.argsort(jnp.argsort(keys, axis=1), axis=1)  # [B, M]
-  chosen = aligned & (rank < count[:, None])  # [B, M]
+  chosen = random_subset(rng, aligned, count)  # [B, M]
   rows = jnp.arange(align.shape[0])[:, None]
   dest = jnp.where(chosen, align, size)  # out of range = dropped
   mask = jnp.zeros((align.shape[0], size), bool).at[rows, dest].set(True, mode='drop')

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from nat_jax.data.tokenizer import Tokenizer
+from nat_jax.decode.hrt import skip_frame
 from nat_jax.decode.interfaces import HybridScorer, LeftToRightScorer
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.methods import register
@@ -78,7 +79,7 @@ def chunk_samples(targets: jax.Array, k: int, bos_id: int, eos_id: int, mask_id:
   return {'skip_at_inputs': skip_inputs.astype(jnp.int32),
           'skip_at_positions': jnp.broadcast_to(j * k, (b, u)).astype(jnp.int32),
           'skip_at_targets': skip_targets.astype(jnp.int32),
-          'skip_cmlm_inputs': jnp.where(in_row, jnp.where(on_skip, s, mask_id), 0).astype(jnp.int32),
+          'skip_cmlm_inputs': jnp.where(n[:, None] > 0, skip_frame(skip_targets, k, mask_id)[0], 0).astype(jnp.int32),
           'skip_cmlm_targets': jnp.where(in_row & ~on_skip, s, 0).astype(jnp.int32)}
 
 

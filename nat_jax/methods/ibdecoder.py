@@ -32,7 +32,10 @@ Our choices where the paper is silent (DESIGN §4.5 tags them [P]/[R]):
   token): h = 1: t - 1 (AT's); h = 2: the forward stream 0, 1, 2, ... and the backward stream
   -1, -2, ... (ib_positions(t) - 1 where positive, ib_positions(t) where negative, so (1, 1) is AT);
   h > 2: the round index (t - 1) // h plus a trainable direction embedding of (t - 1) mod h.
-  All of them are independent of c.
+  All of them are independent of c. The label (t - 1) mod h names a slot's place within its
+  round, which is its stream in every full round; in the last round, where used-up streams are
+  skipped, it can name a different stream than the one that writes the slot (the model sees the
+  same labels in training and decoding, so this is consistent, not a mismatch).
 - h must be 1 or even, c >= 1.
 
 Decoding: the method's LeftToRightScorer declares z = h * c slots per step and reads out through
