@@ -19,11 +19,8 @@ from nat_jax import cli, decode
 from nat_jax.decode import HybridScorer
 from nat_jax.runs import load_run
 from nat_jax.timing import machine, median_timed
-from benchmarks.decode_speed import first_batch
+from benchmarks.decode_speed import first_batch  # also defines --workdir, --batch_sizes, --repeats
 
-flags.DEFINE_string('workdir', None, 'An HRT run.')
-flags.DEFINE_list('batch_sizes', ['1', '64'], 'Rows per batch.')
-flags.DEFINE_integer('repeats', 5, 'Timed repeats (median).')
 FLAGS = flags.FLAGS
 
 

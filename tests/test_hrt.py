@@ -301,3 +301,9 @@ def test_hrt_fine_tunes_from_an_at_run_end_to_end(corpus, compile_cache, trained
   rows = [line for line in out.stdout.splitlines() if line.startswith('| ') and 'BLEU' not in line]
   assert [r.split('|')[1].split(' (')[0].strip() for r in rows] == ['C_d = 1', 'oracle fill', 'hrt'], out.stdout
   assert 'same token at' in out.stdout
+  # And the component breakdown (its flags come from benchmarks.decode_speed): one row per batch size.
+  out = subprocess.run([sys.executable, '-m', 'benchmarks.hrt_breakdown', f'--workdir={tmp_path / "hrt"}',
+                        '--batch_sizes=1,2', '--repeats=1'], cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  rows = [line.split('|')[1].strip() for line in out.stdout.splitlines() if line.startswith('| ') and 'rows' not in line]
+  assert rows == ['1', '2'], out.stdout
