@@ -1,6 +1,7 @@
 """translate / evaluate command lines on a trained tiny run."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -96,7 +97,6 @@ def test_half_precision_loads_cast_params_and_stays_close(trained_run):
 def test_inference_precision_is_the_callers(trained_run, tmp_path):
   """A run trained with bf16 activations (as configs/at_base.py) computes in fp32 when loaded as float32,
   bitwise as the same run trained in fp32 does."""
-  import shutil
   import jax.numpy as jnp
   bf16_run = str(tmp_path / 'bf16_run')
   shutil.copytree(trained_run, bf16_run)

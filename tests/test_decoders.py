@@ -13,9 +13,8 @@ import pytest
 from nat_jax import decode
 from nat_jax.decode import Graph, GraphPredictor, LeftToRightScorer
 from nat_jax.decode.beam import beam_search, best_hypotheses, length_penalty
-from nat_jax.models.layers import NEG_INF
 from nat_jax.methods.autoregressive import autoregressive_inputs
-from nat_jax.models.layers import attention_mask
+from nat_jax.models.layers import NEG_INF, attention_mask
 from tests.test_dag import dag_greedy_path, dag_lookahead_path, reference_text_tokens
 
 PAD, EOS, BOS = 0, 1, 2

@@ -169,8 +169,9 @@ def test_adopting_an_at_run_keeps_its_function(corpus):
   np.testing.assert_array_equal(at_out.tokens, hrt_out.tokens)
   at_scorer, hrt_scorer = at.scorer(at_params), method.view(params).skip_scorer(1)
   prefix = jnp.concatenate([jnp.array([[BOS]]), tgt[:, :-1]], axis=1)  # teacher-forced [1, 4]
-  logits = [s.step_logits(s.encode(src), s.init_cache(s.encode(src), 4), prefix, jnp.array(0))[0]
-            for s in (at_scorer, hrt_scorer)]
+  encoded = [s.encode(src) for s in (at_scorer, hrt_scorer)]
+  logits = [s.step_logits(enc, s.init_cache(enc, 4), prefix, jnp.array(0))[0]
+            for s, enc in zip((at_scorer, hrt_scorer), encoded)]
   np.testing.assert_allclose(logits[1], logits[0], rtol=1e-5, atol=1e-5)  # same function at step 0
 
 

@@ -3,11 +3,12 @@
 For each sentence the `length_beam` (l) most probable lengths N (incl. EOS, each >= 2; l is capped at
 the number of such lengths the length head has) are decoded side by side, folded into the batch
 ([B, l] -> [B*l]). A candidate's N - 1 text slots start as [MASK] and slot N - 1 holds EOS; a text
-slot is never filled with EOS (the length is given), so the output is text, EOS, then 0. Iteration 0 predicts every text slot (argmax); iteration
-t = 1 .. I-1 re-masks the n = max(1, floor((N - 1)(I - t) / I)) text tokens of lowest probability
-and re-predicts only those (the other tokens keep their tokens and probabilities). The sentence's
-output is the candidate with the best mean log-probability of its text tokens. One jitted call
-per batch: a lax.fori_loop over iterations.
+slot is never filled with EOS (the length is given), so the output is text, EOS, then 0.
+Iteration 0 predicts every text slot (argmax); iteration t = 1 .. I-1 re-masks the
+n = max(1, floor((N - 1)(I - t) / I)) text tokens of lowest probability and re-predicts only those
+(the other tokens keep their tokens and probabilities). The sentence's output is the candidate with
+the best mean log-probability of its text tokens. One jitted call per batch: a lax.fori_loop over
+iterations.
 
 A predicted length above the decode bound is clamped to it (aux 'length_clamped' = 1 for a
 sentence whose chosen candidate was).
