@@ -7,7 +7,7 @@ jitted encoder alone, of Skip-AT greedy decoding alone (encoder + loop; the `gre
 method's Skip-AT view), of the whole `hrt` decode (b_at = b_nat = 1) and of the same model in C_d = 1
 mode (`hrt/chunk=1`: encoder + a left-to-right loop of every token), with the loop steps each took.
 fill = hrt - Skip-AT; the C_d = k speed-up is C_d = 1 / hrt. BLEU and latency over many sentences
-come from `python -m benchmarks.nat_vs_at`.
+come from `python -m nat_jax.benchmark`.
 """
 from __future__ import annotations
 

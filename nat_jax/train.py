@@ -3,7 +3,8 @@
   python -m nat_jax.train --config=configs/at_bible_tiny.py --workdir=runs/tiny [--config.<key>=<value> ...]
 
 Writes into the workdir: config.json, spm.model, checkpoints/ (latest N), best/ (best N by
-validation BLEU), metrics.jsonl and, at the end, test_results.json. Restarting the same command
+validation BLEU), metrics.jsonl, the same scalars as TensorBoard event files in tensorboard/
+(`tensorboard --logdir=<workdir>`) and, at the end, test_results.json. Restarting the same command
 resumes from the newest readable checkpoint (data position and RNG are functions of the step,
 so an interrupted run ends with the same parameters as an uninterrupted one). SIGTERM saves a
 checkpoint before exiting.
@@ -37,6 +38,7 @@ from nat_jax.decode import build_decoder
 from nat_jax.methods import get_method
 from nat_jax.runs import CONFIG_FILE, TOKENIZER_FILE, Run, load_run
 from nat_jax.scoring import score_translations
+from nat_jax.summaries import ScalarWriter
 from nat_jax.translation import translate_texts
 from nat_jax.train_state import TrainState, create_train_state, lr_schedule, make_optimizer, state_shardings
 
@@ -69,10 +71,11 @@ def loss_denominator(sums: dict, normalizer: str) -> jax.Array:
 
 
 def normalise(sums: dict, normalizer: str) -> dict:
-  """Per-unit metrics from summed loss statistics: loss / the normaliser's count, nll and correct
-  (-> accuracy) / tokens; other counts (tokens, sentences, impossible, ...) stay sums."""
+  """Per-unit metrics from summed loss statistics: loss / the normaliser's count, nll, correct
+  (-> accuracy) and every `<name>_per_token` count (e.g. the DAT's glanced tokens) / tokens; other
+  counts (tokens, sentences, impossible, ...) stay sums."""
   tokens = jnp.maximum(sums['tokens'], 1.0)
-  out = {k: v for k, v in sums.items() if k not in ('loss', 'nll', 'correct')}
+  out = {k: v / tokens if k.endswith('_per_token') else v for k, v in sums.items() if k not in ('loss', 'nll', 'correct')}
   out.update(loss=sums['loss'] / loss_denominator(sums, normalizer), nll=sums['nll'] / tokens,
              accuracy=sums['correct'] / tokens)
   return out
@@ -142,11 +145,13 @@ def write_config(workdir: str, config):
 
 
 class MetricsLog:
-  """Appends JSON lines to workdir/metrics.jsonl (process 0); drops lines past a resumed step."""
+  """Appends JSON lines to workdir/metrics.jsonl and the same scalars to TensorBoard event files in
+  workdir/tensorboard (process 0); on resume, drops what was logged past the resumed step."""
 
   def __init__(self, workdir: str, resume_step: int, active: bool):
     self.path = os.path.join(workdir, 'metrics.jsonl')
     self.active = active
+    self.events = ScalarWriter(os.path.join(workdir, 'tensorboard'), resume_step) if active else None
     if active and os.path.exists(self.path):
       with open(self.path) as f:
         kept = [l for l in f if l.strip() and json.loads(l).get('step', 0) <= resume_step]
@@ -155,9 +160,14 @@ class MetricsLog:
 
   def write(self, step: int, split: str, values: dict):
     if self.active:
+      values = {k: float(v) for k, v in values.items()}
       with open(self.path, 'a') as f:
-        f.write(json.dumps({'step': int(step), 'split': split, 'time': time.time(),
-                            **{k: float(v) for k, v in values.items()}}) + '\n')
+        f.write(json.dumps({'step': int(step), 'split': split, 'time': time.time(), **values}) + '\n')
+      self.events.write(step, values, prefix=f'{split}/')
+
+  def close(self):
+    if self.events is not None:
+      self.events.close()
 
 
 def initialize_distributed():
@@ -390,6 +400,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
   first = {k: jnp.asarray(v) for k, v in batches(0).items()}
   abstract_state, state_sh = state_shardings(method, tx, first, mesh)
   ckpt = checkpoint.Checkpointer(workdir, config.keep_checkpoints, config.keep_best)
+  metrics_log = None
   try:
     state, start = initial_state(config, method, tx, first, mesh, state_sh, abstract_state, ckpt, lead)
     if lead:
@@ -397,14 +408,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
       print(f'Model: {config.model.method}, {n_params / 1e6:.2f}M parameters.', flush=True)
     grad_fn, apply_fn, eval_fn = compile_steps(method, tx, mesh, state_sh)
     decode_fn, _ = build_decoder(method, config.eval_decoder, {})
+    metrics_log = MetricsLog(workdir, start, lead)
     loop = TrainLoop(config, method, tokenizer, mesh, grad_fn, apply_fn, eval_fn, decode_fn, batches, val_batches,
-                     splits['validation'][:config.eval_max_sentences or None], ckpt,
-                     MetricsLog(workdir, start, lead), lead)
+                     splits['validation'][:config.eval_max_sentences or None], ckpt, metrics_log, lead)
     with SignalFlag(signal.SIGTERM) as stop:
       state, step = loop.run(state, start, stop)
   finally:
     ckpt.wait()
     ckpt.close()
+    if metrics_log is not None:
+      metrics_log.close()
   if stop.received is not None:
     print(f'Received signal {stop.received}: saved checkpoint at step {step}; rerun the same command to resume.')
     return None

@@ -48,24 +48,26 @@ def test_translate_without_a_trained_run_is_a_clear_error(tmp_path):
   assert result.returncode == 2 and b'Train first' in result.stderr and result.stdout == b''
 
 
-def test_evaluate_writes_tables_for_each_decoder(trained_run, tmp_path):
+def test_evaluate_is_the_benchmark_on_one_run(trained_run, tmp_path):
+  """--decoder.<opt> reaches the decoders that have it; each decoder gets a row with quality and speed;
+  words/s of a pass = its words / its time, consistent with the mean latency."""
   out = tmp_path / 'eval'
   result = subprocess.run([sys.executable, '-m', 'nat_jax.evaluate', f'--workdir={trained_run}',
                            '--decoders=greedy,beam', '--decoder.beam_size=2', '--latency_sentences=3',
-                           '--batch1_runs=2', '--batch_size=8', f'--out={out}'], cwd=REPO, capture_output=True,
+                           '--batch1_runs=2', '--batch_sizes=1,8', f'--out={out}'], cwd=REPO, capture_output=True,
                           text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
-  report = json.loads((out / 'eval.json').read_text())
-  assert [r['decoder'] for r in report['results']] == ['greedy', 'beam']
-  for r in report['results']:
-    assert r['sentences'] == 16 and r['first_ref']['num_refs'] == 1 and r['all_refs']['num_refs'] == 2
-    assert 'nrefs:2' in r['all_refs']['bleu_signature'] and r['latency_ms_batch1_median'] > 0
-    # words/s of a pass = its words / its time; the mean latency is the mean time per sentence
-    words = sum(len(e.split('\t')[0].split()) for e in open(report_sources(trained_run)).read().splitlines()[:3])
-    implied = words / (r['latency_ms_batch1_mean'] / 1000 * 3)
-    assert 0.5 < r['source_words_per_s_batch1'] / implied < 2, (r, implied)
-  assert report['results'][1]['options']['beam_size'] == 2
-  assert '| beam |' in (out / 'eval.md').read_text()
+  report = json.loads((out / 'results.json').read_text())
+  assert [r['decoder_spec'] for r in report['rows']] == ['greedy', 'beam/beam_size=2']
+  assert report['rows'][1]['options']['beam_size'] == 2 and report['sentences'] == 16
+  words = sum(len(e.split('\t')[0].split()) for e in open(report_sources(trained_run)).read().splitlines()[:3])
+  for r in report['rows']:
+    q, b1 = r['quality'], r['speed']['batch1']
+    assert len(q['per_ref']) == 2 and q['all_refs']['num_refs'] == 2 and 'nrefs:2' in q['all_refs']['bleu_signature']
+    implied = words / (b1['latency_ms_mean'] / 1000 * 3)
+    assert 0.5 < b1['source_words_per_s'] / implied < 2, (r, implied)
+  assert '| beam/beam_size=2 |' in (out / 'results.md').read_text()
+  assert report['rows'][1]['vs_baseline']['beam']['batch1'] == 1.0  # its own beam is the baseline
 
 
 def report_sources(workdir: str) -> str:
@@ -117,23 +119,3 @@ def test_evaluate_rejects_unknown_decoder_option(trained_run):
                            '--decoder.beam_size=2'], cwd=REPO, capture_output=True, text=True, timeout=300)
   assert result.returncode == 2 and 'beam_size' in result.stderr
 
-
-def test_nat_vs_at_benchmark_tables_runs_side_by_side(trained_run, tmp_path):
-  """The benchmark entry point on a tiny run: one row per (run, dtype, decoder), half precision as its
-  own entry, and Jacobi's row equal to greedy's in BLEU with its iteration ratio filled in."""
-  out = tmp_path / 'table.md'
-  result = subprocess.run([sys.executable, '-m', 'benchmarks.nat_vs_at',
-                           f'--runs={trained_run}:greedy+jacobi_hgj/block_size=2,{trained_run}@bfloat16:greedy',
-                           '--max_sentences=6', '--latency_sentences=2', '--batch1_runs=1', '--batch_size=4',
-                           f'--out={out}'], cwd=REPO, capture_output=True, text=True, timeout=900)
-  assert result.returncode == 0, result.stderr[-3000:]
-  rows = json.loads((tmp_path / 'table.json').read_text())['rows']
-  assert [(r['workdir'], r['spec']) for r in rows] == [
-      (trained_run, 'greedy'), (trained_run, 'jacobi_hgj/block_size=2'), (f'{trained_run}@bfloat16', 'greedy')]
-  assert rows[1]['options']['block_size'] == 2 and rows[1]['first_ref'] == rows[0]['first_ref']
-  assert rows[2]['dtype'] == 'bfloat16' and rows[0]['dtype'] == 'float32'
-  jacobi_line = next(line for line in out.read_text().splitlines() if 'jacobi_hgj' in line)
-  assert jacobi_line.rstrip(' |').split('|')[-1].strip() != '- / -'  # iterations / wall-clock vs own greedy
-  bad = subprocess.run([sys.executable, '-m', 'benchmarks.nat_vs_at', f'--runs={trained_run}@fp8:greedy'], cwd=REPO,
-                       capture_output=True, text=True, timeout=300)
-  assert bad.returncode != 0 and 'expected workdir[@float32|bfloat16|float16]' in bad.stderr

@@ -1,6 +1,10 @@
 """DA-Transformer method: transition head, glancing, masked impossible pairs, decoders on the model,
 overfitting to exact reproduction, NLL -> FA-DAT fine-tuning via init_from."""
+import html
 import itertools
+import os
+import subprocess
+import sys
 
 import flax.linen as nn
 import jax
@@ -10,10 +14,10 @@ import numpy as np
 import optax
 import pytest
 
-from nat_jax import decode, train
+from nat_jax import dagviz, decode, train
 from nat_jax.config_defaults import base_config
 from nat_jax.data.tokenizer import BOS_ID, EOS_ID
-from nat_jax.decode.dag import joint_viterbi
+from nat_jax.decode.dag import DAG_PATHS, joint_viterbi
 from nat_jax.methods import dag, get_method
 from nat_jax.methods.dag import glance_inputs, glance_ratio
 from nat_jax.models.dag_transformer import TransitionHead, vertex_end_tokens
@@ -22,6 +26,8 @@ from nat_jax.runs import load_run
 from nat_jax.translation import translate_texts
 from tests.conftest import tiny_config, with_overrides
 from tests.test_dag import dag_greedy_path, dag_lookahead_path, reference_text_tokens
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def dat_config(**overrides):
@@ -186,11 +192,21 @@ def test_tiny_dat_overfits_to_exact_reproduction():
     np.testing.assert_array_equal(np.asarray(out.tokens)[:, :10], tgt, err_msg=name)
 
 
-def test_fadat_fine_tuning_starts_from_the_nll_run(tmp_path, corpus, compile_cache):
-  nll_dir, ft_dir = str(tmp_path / 'nll'), str(tmp_path / 'fadat')
-  dat = {'model.method': 'dat', 'dat.upsample_scale': 2.0, 'eval_decoder': 'dag_greedy',
-         'test_decoder': 'dag_lookahead', 'label_smoothing': 0.0}
-  train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=2, eval_every=2, **dat), nll_dir)
+DAT_RUN = {'model.method': 'dat', 'dat.upsample_scale': 2.0, 'eval_decoder': 'dag_greedy',
+           'test_decoder': 'dag_lookahead', 'label_smoothing': 0.0}
+
+
+@pytest.fixture(scope='module')
+def dat_run(tmp_path_factory, corpus, compile_cache) -> str:
+  """A tiny DA-Transformer trained for 2 updates (NLL with glancing), logging every update."""
+  workdir = str(tmp_path_factory.mktemp('dat_nll'))
+  train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=2, eval_every=2, log_every=1, **DAT_RUN),
+                           workdir)
+  return workdir
+
+
+def test_fadat_fine_tuning_starts_from_the_nll_run(tmp_path, corpus, compile_cache, dat_run):
+  nll_dir, ft_dir, dat = dat_run, str(tmp_path / 'fadat'), DAT_RUN
   # learning rate 0: the fine-tuned run must end with exactly the NLL run's parameters.
   train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=2, eval_every=2, learning_rate=0.0,
                                        init_from=nll_dir, **{'dat.loss': 'fuzzy', **dat}), ft_dir)
@@ -208,6 +224,44 @@ def test_fadat_fine_tuning_starts_from_the_nll_run(tmp_path, corpus, compile_cac
   with pytest.raises(train.ConfigError, match='do not fit this model'):
     train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=1, init_from=nll_dir,
                                          **{'model.d_model': 48, **dat}), str(tmp_path / 'bad'))
+
+
+def test_dat_training_logs_its_counts_to_tensorboard(dat_run):
+  """The method's own counts reach TensorBoard: masked impossible pairs, and the share of target tokens
+  glanced (0.5 x the unmatched share at step 0 with the default schedule)."""
+  from tests.test_train import tensorboard_scalars
+  scalars = tensorboard_scalars(os.path.join(dat_run, 'tensorboard'))
+  assert [s for s, _ in scalars['train/impossible']] == [1, 2]
+  glanced = [v for _, v in scalars['train/glanced_per_token']]
+  assert all(0 < g <= 0.5 for g in glanced), glanced
+  assert 'validation/bleu' in scalars and 'train/tokens_per_s' in scalars
+
+
+def test_dagviz_draws_each_decoders_path(dat_run, tmp_path):
+  """The picture holds every DAG decoder's path: its translation is what the decoder outputs, the path
+  runs 0 -> G-1 strictly increasing, dag_greedy always takes the drawn strongest transition, and the
+  HTML lists each path vertex by vertex."""
+  text = 'In the beginning God created the heavens and the earth.'
+  result = subprocess.run([sys.executable, '-m', 'nat_jax.dagviz', f'--workdir={dat_run}', f'--text={text}',
+                           f'--out={tmp_path}/graph'], cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (tmp_path / 'graph.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+  page = (tmp_path / 'graph.html').read_text()
+  run = load_run(dat_run)
+  pic = dagviz.dag_picture(run, text, list(DAG_PATHS), edges=1)
+  size = len(pic.top)
+  strongest = {i: j for i, j, _ in pic.edges}
+  for name, path in pic.paths.items():
+    fn, _ = decode.build_decoder(run.method, name, {})
+    assert path.translation == translate_texts(run, [text], fn, 1)[0][0], name
+    assert path.vertices[0] == 0 and path.vertices[-1] == size - 1
+    assert all(a < b for a, b in zip(path.vertices, path.vertices[1:]))
+    assert ' '.join(f'{v}:{html.escape(t)}' for v, t in zip(path.vertices, path.pieces)) in page, name
+  greedy = pic.paths['dag_greedy'].vertices
+  assert all(strongest[a] == b for a, b in zip(greedy, greedy[1:]))
+  not_dag = subprocess.run([sys.executable, '-m', 'nat_jax.dagviz', f'--workdir={REPO}/nowhere', '--text=x'],
+                           cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert not_dag.returncode == 2 and 'Train first' in not_dag.stderr
 
 
 def test_method_config_sections_are_checked(corpus):

@@ -1,4 +1,5 @@
 """Training: resume (in-process, SIGTERM, SIGKILL) equals uninterrupted; corrupt checkpoints; sharding; errors."""
+import json
 import os
 import shutil
 import signal
@@ -40,6 +41,39 @@ def test_resumed_training_equals_uninterrupted(tmp_path, corpus, compile_cache, 
   assert load_run(workdir).meta[0]['step'] == 3
   train.train_and_evaluate(tiny_config(corpus, compile_cache), workdir)  # 3 -> 8
   assert_same_params(final_params(workdir), final_params(trained_run))
+  # TensorBoard holds exactly what metrics.jsonl holds, read back with the tensorboard package's reader
+  scalars = tensorboard_scalars(os.path.join(workdir, 'tensorboard'))
+  logged = [json.loads(line) for line in open(os.path.join(workdir, 'metrics.jsonl'))]
+  expected = {}
+  for entry in logged:
+    for key, value in entry.items():
+      if key not in ('step', 'split', 'time'):
+        expected.setdefault(f'{entry["split"]}/{key}', []).append((entry['step'], np.float32(value)))
+  assert {'train/loss', 'train/lr', 'train/tokens_per_s', 'validation/bleu'} <= set(expected)
+  assert scalars == expected
+
+
+def tensorboard_scalars(logdir):
+  """{tag: [(step, value)]} of every scalar in the event files under logdir (TensorBoard's own reader)."""
+  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+  events = EventAccumulator(logdir)
+  events.Reload()
+  return {tag: [(e.step, np.float32(e.value)) for e in events.Scalars(tag)] for tag in events.Tags()['scalars']}
+
+
+def test_tensorboard_drops_steps_logged_after_the_resumed_checkpoint(tmp_path):
+  """A run interrupted after logging step 6 but resumed from its step-4 checkpoint: TensorBoard shows
+  the resumed run's step 6, not both."""
+  first = train.MetricsLog(str(tmp_path), 0, True)
+  for step in (2, 4, 6):
+    first.write(step, 'train', {'loss': 10.0 - step})
+  first.close()
+  time.sleep(1.1)  # a new event file name (the writer names files by the second)
+  resumed = train.MetricsLog(str(tmp_path), 4, True)
+  resumed.write(6, 'train', {'loss': 0.5})
+  resumed.close()
+  assert tensorboard_scalars(str(tmp_path / 'tensorboard')) == {'train/loss': [(2, 8.0), (4, 6.0), (6, 0.5)]}
+  assert [json.loads(line)['loss'] for line in open(tmp_path / 'metrics.jsonl')] == [8.0, 6.0, 0.5]
 
 
 def wait_for(path, proc, timeout=300):

@@ -135,10 +135,10 @@ def _finish(graphs: GraphPredictor, src, path: jax.Array, tokens: jax.Array, sco
   return DecodeOutput(out, score, {'length': count, 'path': path_len})
 
 
-@register_decoder('dag_greedy', GraphPredictor, remove_repeats=True)
-def dag_greedy(graphs: GraphPredictor, src, remove_repeats: bool = True) -> DecodeOutput:
-  """Follow the argmax transition from vertex 0 to the last vertex; the argmax token of each visited
-  vertex. Only the vertices on the path go through the vocabulary projection."""
+def greedy_path(graphs: GraphPredictor, src) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(path i32[B, L] (-1 past its end), its tokens i32[B, L], score f32[B]) of `dag_greedy`: follow
+  the argmax transition from vertex 0 to the last vertex; the argmax token of each visited vertex.
+  Only the vertices on the path go through the vocabulary projection."""
   graph = graphs.predict_graph(src)
   log_trans, lengths_g = graph.log_trans, graph.graph_lengths
   bonus = jnp.zeros(log_trans.shape[:2], jnp.float32)  # [B, L]
@@ -147,7 +147,7 @@ def dag_greedy(graphs: GraphPredictor, src, remove_repeats: bool = True) -> Deco
   log_probs = graphs.vertex_log_probs(on_path)  # [B, K, V]
   tokens = jnp.where(path >= 0, jnp.argmax(log_probs, axis=-1), 0).astype(jnp.int32)  # [B, K]
   score = _path_score(log_trans, path) + jnp.sum(jnp.where(path >= 0, jnp.max(log_probs, axis=-1), 0.0), axis=1)
-  return _finish(graphs, src, path, tokens, score, remove_repeats)
+  return path, tokens, score
 
 
 def _full_graph(graphs: GraphPredictor, src):
@@ -156,22 +156,43 @@ def _full_graph(graphs: GraphPredictor, src):
   return graph.log_trans, graphs.vertex_log_probs(graph.hidden), graph.graph_lengths
 
 
-@register_decoder('dag_lookahead', GraphPredictor, remove_repeats=True)
-def dag_lookahead(graphs: GraphPredictor, src, remove_repeats: bool = True) -> DecodeOutput:
-  """Next vertex = argmax_j log E_ij + max_y log P(y | j); the argmax token of each visited vertex."""
+def lookahead_path(graphs: GraphPredictor, src) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(path, tokens, score) of `dag_lookahead`: next vertex = argmax_j log E_ij + max_y log P(y | j);
+  the argmax token of each visited vertex."""
   log_trans, log_probs, lengths_g = _full_graph(graphs, src)
   best_tokens, bonus = vertex_scores(log_probs, lengths_g)  # [B, L] each
   path = follow_argmax(log_trans, bonus, lengths_g)  # [B, L]
   score = _path_score(log_trans, path) + jnp.sum(jnp.where(path >= 0, jnp.take_along_axis(
       bonus, jnp.maximum(path, 0), axis=1), 0.0), axis=1)
-  return _finish(graphs, src, path, path_tokens(path, best_tokens), score, remove_repeats)
+  return path, path_tokens(path, best_tokens), score
+
+
+def joint_viterbi_path(graphs: GraphPredictor, src, beta: float = 1.0) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(path, tokens, normalised path score) of `dag_joint_viterbi`: the best path per length, length
+  chosen by score / m**beta (contract `joint_viterbi`)."""
+  log_trans, log_probs, lengths_g = _full_graph(graphs, src)
+  tokens, best = vertex_scores(log_probs, lengths_g)
+  path, _, score = _joint_viterbi_path(log_trans, best, lengths_g, beta)
+  return path, path_tokens(path, tokens), score
+
+
+# The path each DAG decoder takes (options as the decoder's, less remove_repeats): also drawn by nat_jax.dagviz.
+DAG_PATHS = {'dag_greedy': greedy_path, 'dag_lookahead': lookahead_path, 'dag_joint_viterbi': joint_viterbi_path}
+
+
+@register_decoder('dag_greedy', GraphPredictor, remove_repeats=True)
+def dag_greedy(graphs: GraphPredictor, src, remove_repeats: bool = True) -> DecodeOutput:
+  """The text of `greedy_path`."""
+  return _finish(graphs, src, *greedy_path(graphs, src), remove_repeats)
+
+
+@register_decoder('dag_lookahead', GraphPredictor, remove_repeats=True)
+def dag_lookahead(graphs: GraphPredictor, src, remove_repeats: bool = True) -> DecodeOutput:
+  """The text of `lookahead_path`."""
+  return _finish(graphs, src, *lookahead_path(graphs, src), remove_repeats)
 
 
 @register_decoder('dag_joint_viterbi', GraphPredictor, beta=1.0, remove_repeats=True)
 def dag_joint_viterbi(graphs: GraphPredictor, src, beta: float = 1.0, remove_repeats: bool = True) -> DecodeOutput:
-  """The best path per length, length chosen by score / m**beta (contract `joint_viterbi`); the
-  returned score is that normalised path score."""
-  log_trans, log_probs, lengths_g = _full_graph(graphs, src)
-  tokens, best = vertex_scores(log_probs, lengths_g)
-  path, _, score = _joint_viterbi_path(log_trans, best, lengths_g, beta)
-  return _finish(graphs, src, path, path_tokens(path, tokens), score, remove_repeats)
+  """The text of `joint_viterbi_path`; the returned score is that normalised path score."""
+  return _finish(graphs, src, *joint_viterbi_path(graphs, src, beta), remove_repeats)

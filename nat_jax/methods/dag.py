@@ -180,6 +180,7 @@ class DagMethod:
     hit = (align >= 0) & (jnp.take_along_axis(argmax, jnp.maximum(align, 0), axis=1) == targets)  # [B, M]
     nll_loss = self.loss_name == 'nll'
     start, end, steps = self.glance
+    glanced = jnp.zeros(targets.shape, bool)  # [B, M]
     if not deterministic and (start > 0 or end > 0):
       tokens, mask, glanced = glance_inputs(glance_rng, align, hit, targets, glance_ratio(step, start, end, steps),
                                             log_trans.shape[1])
@@ -200,7 +201,8 @@ class DagMethod:
             'nll': jnp.sum(jnp.where(valid, -ll, 0.0)),
             'correct': jnp.sum(jnp.where(valid[:, None], hit, False)).astype(jnp.float32),
             'tokens': jnp.sum(weights * target_lengths),
-            'impossible': jnp.sum(impossible).astype(jnp.float32)}
+            'impossible': jnp.sum(impossible).astype(jnp.float32),
+            'glanced_per_token': jnp.sum(jnp.where(valid[:, None], glanced, False)).astype(jnp.float32)}
 
   # --- decoding view (nat_jax.decode.dag) -------------------------------------------------------
   def predict_graph(self, params, src) -> Graph:
