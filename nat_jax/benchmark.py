@@ -1,7 +1,7 @@
 """One benchmark over every method: which decoder gives the best quality for the speed I need, here?
 
   python -m nat_jax.benchmark \
-      --runs=runs/at_student_bible_tiny:greedy+beam+jacobi_hgj,runs/fadat_bible_tiny:dag_lookahead,runs/hrt_bible_tiny:hrt/b_at=4 \
+      --runs=runs/at_student_bible_tiny:greedy+beam+jacobi_hgj,runs/fadat_bible_tiny:dag_lookahead,runs/hrt_bible_tiny \
       [--baseline=runs/at_student_bible_tiny] [--batch_sizes=1,8,64] [--split=test] [--max_sentences=N] \
       [--latency_sentences=100] [--batch1_runs=3] [--dtype=float32] [--average=1] [--out=runs/benchmark]
 
@@ -171,7 +171,7 @@ def measure_decoder(run: Run, decode_fn: Callable, sources: Sequence[str], *, ba
   for rows in reversed(batch_sizes):
     if rows == 1:
       continue
-    (hyps, aux), seconds = timed(lambda: translate_texts(run, sources, decode_fn, rows))  # pylint: disable=cell-var-from-loop
+    (hyps, aux), seconds = timed(lambda: translate_texts(run, sources, decode_fn, rows))  # noqa: B023
     speed['sentences_per_s'][str(rows)] = round(len(sources) / seconds, 2)
   if latency_sources:
     speed['batch1'] = batch1_speed(run, decode_fn, latency_sources, batch1_runs)

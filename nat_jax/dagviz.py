@@ -94,7 +94,8 @@ def dag_picture(run, text: str, decoders: list[str], top_tokens: int = 3, edges:
       strongest.append((i, i + 1 + int(j), float(row[j])))
   drawn = {}
   limit = build(run.params).max_decode_len(src.shape[1])
-  for name, (path, tokens) in paths.items():
+  for name in decoders:  # in the order asked for (device_get returns the dict sorted)
+    path, tokens = paths[name]
     on = path[0] >= 0
     vertices, ids = path[0][on].tolist(), tokens[0][on]
     text_ids, _ = clean_path_tokens(jnp.asarray(tokens), jnp.asarray([len(vertices)]), True, limit)
@@ -109,13 +110,13 @@ def write_png(pic: DagPicture, path: str):
   from matplotlib.patches import FancyArrowPatch
   size = len(pic.top)
   rows = len(pic.top[0]) if pic.top else 1
-  fig, ax = plt.subplots(figsize=(max(6.0, 0.62 * size + 1.5), 6.5))
+  fig, ax = plt.subplots(figsize=(max(6.0, 0.75 * size + 1.5), 7.0))
   on_path = {v for p in pic.paths.values() for v in p.vertices}
   for v, tokens in enumerate(pic.top):
     ax.add_patch(plt.Rectangle((v - 0.42, -0.5), 0.84, 1.0, facecolor='#fff3c4' if v in on_path else '#f4f4f4',
                                edgecolor='#888', lw=0.6, zorder=2))
-    label = '\n'.join(f'{p[:8]}\n{q:.2f}' for p, q in tokens)
-    ax.text(v, 0, label, ha='center', va='center', fontsize=5.2, zorder=3, linespacing=0.95)
+    label = '\n'.join(f'{p[:7]} {q:.2f}' for p, q in tokens)
+    ax.text(v, 0, label, ha='center', va='center', fontsize=6, zorder=3, linespacing=1.3)
     ax.text(v, -0.62, str(v), ha='center', va='top', fontsize=5.5, color='#555')
   for i, j, e in pic.edges:
     ax.add_patch(FancyArrowPatch((i, 0.5), (j, 0.5), connectionstyle=f'arc3,rad={-0.35 if j - i > 1 else -0.6}',

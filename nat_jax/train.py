@@ -75,7 +75,8 @@ def normalise(sums: dict, normalizer: str) -> dict:
   (-> accuracy) and every `<name>_per_token` count (e.g. the DAT's glanced tokens) / tokens; other
   counts (tokens, sentences, impossible, ...) stay sums."""
   tokens = jnp.maximum(sums['tokens'], 1.0)
-  out = {k: v / tokens if k.endswith('_per_token') else v for k, v in sums.items() if k not in ('loss', 'nll', 'correct')}
+  out = {k: v / tokens if k.endswith('_per_token') else v
+         for k, v in sums.items() if k not in ('loss', 'nll', 'correct')}
   out.update(loss=sums['loss'] / loss_denominator(sums, normalizer), nll=sums['nll'] / tokens,
              accuracy=sums['correct'] / tokens)
   return out
