@@ -259,6 +259,8 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
   batch_sizes = sorted({int(b) for b in batch_sizes})
   if not entries or not batch_sizes or batch_sizes[0] < 1:
     raise ValueError('benchmark needs at least one run and batch sizes >= 1.')
+  for spec in (spec for entry in entries for spec in entry.decoders):  # bad names or options: fail before any work
+    decode.parse_options(*parse_decoder(spec))
   rows, hyps, sources, examples = [], {}, None, None
   start = time.time()
   for entry in entries:
@@ -269,9 +271,10 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
     elif [e.source for e in these] != sources:
       raise ValueError(f'{entry.workdir}: its {split} split differs from the first run\'s; the benchmark compares '
                        'runs on one test set.')
-    for spec in entry.decoders or default_decoders(run):
-      name, overrides = parse_decoder(spec)
-      decode_fn, options = decode.build_decoder(run.method, name, overrides)
+    specs = entry.decoders or default_decoders(run)
+    built = [decode.build_decoder(run.method, *parse_decoder(spec)) for spec in specs]  # a view the method lacks: here
+    for spec, (decode_fn, options) in zip(specs, built):
+      name = parse_decoder(spec)[0]
       label = f'{entry.label}:{spec}'
       log(f'[{time.time() - start:7.0f}s] {label} on {len(sources)} {split} sentences ...')
       speed, hyps[label], aux = measure_decoder(run, decode_fn, sources, batch_sizes=batch_sizes,
@@ -414,24 +417,30 @@ def write_report(report: dict, hyps: dict[str, list[str]], out: str) -> str:
   return table
 
 
+def run_from_flags(make_entries: Callable[[], list[Entry]], baseline: str | None, out: str):
+  """The command lines' body (benchmark, evaluate): the entries, measured as the measurement flags say,
+  written to `out` and printed; a bad entry, decoder or option, or a missing run: `error: ...`, exit 2."""
+  cli.quiet_logs()
+  try:
+    entries = make_entries()
+    report, hyps = benchmark(entries, baseline=baseline, batch_sizes=[int(b) for b in FLAGS.batch_sizes],
+                             split=FLAGS.split, max_sentences=FLAGS.max_sentences,
+                             latency_sentences=FLAGS.latency_sentences, batch1_runs=FLAGS.batch1_runs,
+                             which=FLAGS.checkpoint, average=FLAGS.average,
+                             log=lambda msg: print(msg, file=sys.stderr, flush=True))
+  except (checkpoint.CheckpointError, ValueError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  print(write_report(report, hyps, out))
+  print(f'wrote {out}/results.json, results.md, pareto.png and outputs/')
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   if not FLAGS.runs:
     raise app.UsageError('--runs=workdir[:decoder+decoder...],... is required.')
-  cli.quiet_logs()
-  try:
-    entries = [parse_entry(spec, FLAGS.dtype) for spec in FLAGS.runs]
-    batch_sizes = [int(b) for b in FLAGS.batch_sizes]
-    report, hyps = benchmark(entries, baseline=FLAGS.baseline, batch_sizes=batch_sizes, split=FLAGS.split,
-                             max_sentences=FLAGS.max_sentences, latency_sentences=FLAGS.latency_sentences,
-                             batch1_runs=FLAGS.batch1_runs, which=FLAGS.checkpoint, average=FLAGS.average,
-                             log=lambda msg: print(msg, file=sys.stderr, flush=True))
-  except (checkpoint.CheckpointError, ValueError) as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
-  print(write_report(report, hyps, FLAGS.out))
-  print(f'wrote {FLAGS.out}/results.json, results.md, pareto.png and outputs/')
+  run_from_flags(lambda: [parse_entry(spec, FLAGS.dtype) for spec in FLAGS.runs], FLAGS.baseline, FLAGS.out)
 
 
 if __name__ == '__main__':

@@ -41,7 +41,7 @@ def run_with_decoder_flags(main: Callable, overrides: dict[str, str]):
 
 def cli_prologue(argv, workdir: str, which: str, average: int, prepare: Callable[[Run], Any],
                  dtype: str = 'float32') -> tuple[Run, Any]:
-  """Shared start of translate/evaluate/ddgviz: argument checks, quiet logs, the run, and
+  """Shared start of translate/distill/ddgviz/dagviz: argument checks, quiet logs, the run, and
   `prepare(run)` (decoders etc.); a missing run or a bad decoder option prints `error: ...` and exits 2."""
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')

@@ -11,9 +11,8 @@ against the run's own greedy and beam.
 from __future__ import annotations
 
 import os
-import sys
 
-from absl import flags
+from absl import app, flags
 
 from nat_jax import benchmark, cli, decode
 
@@ -41,22 +40,15 @@ def decoder_specs(decoders: list[str], overrides: dict[str, str]) -> list[str]:
 
 
 def main(argv):
-  def prepare(run):  # fail before any work on a bad decoder name/option
-    specs = decoder_specs(FLAGS.decoders, DECODER_OVERRIDES)
-    for spec in specs:
-      decode.build_decoder(run.method, *benchmark.parse_decoder(spec))
-    return specs
-  run, specs = cli.cli_prologue(argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average, prepare, FLAGS.dtype)
-  del run  # loaded once more by the benchmark; this one only checked the decoders
-  entry = benchmark.Entry(FLAGS.workdir, FLAGS.dtype, tuple(specs))
-  report, hyps = benchmark.benchmark([entry], baseline=entry.label, batch_sizes=[int(b) for b in FLAGS.batch_sizes],
-                                     split=FLAGS.split, max_sentences=FLAGS.max_sentences,
-                                     latency_sentences=FLAGS.latency_sentences, batch1_runs=FLAGS.batch1_runs,
-                                     which=FLAGS.checkpoint, average=FLAGS.average,
-                                     log=lambda msg: print(msg, file=sys.stderr, flush=True))
-  out = FLAGS.out or os.path.join(FLAGS.workdir, 'eval')
-  print(benchmark.write_report(report, hyps, out))
-  print(f'wrote {out}/results.json, results.md, pareto.png and outputs/')
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  if not FLAGS.workdir:
+    raise app.UsageError('--workdir=<dir of a trained run> is required.')
+
+  def entries():  # inside run_from_flags: a bad decoder name or option is its `error: ...`, exit 2
+    return [benchmark.Entry(FLAGS.workdir, FLAGS.dtype, tuple(decoder_specs(FLAGS.decoders, DECODER_OVERRIDES)))]
+  baseline = benchmark.Entry(FLAGS.workdir, FLAGS.dtype, ()).label  # its own greedy and beam
+  benchmark.run_from_flags(entries, baseline, FLAGS.out or os.path.join(FLAGS.workdir, 'eval'))
 
 
 if __name__ == '__main__':
