@@ -10,7 +10,7 @@ back. Latency over many sentences and BLEU come from `python -m nat_jax.evaluate
 """
 from __future__ import annotations
 
-from absl import app, flags
+from absl import flags
 import jax
 import jax.numpy as jnp
 
@@ -65,4 +65,4 @@ def main(_):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run_command(main)

@@ -11,7 +11,7 @@ come from `python -m nat_jax.benchmark`.
 """
 from __future__ import annotations
 
-from absl import app, flags
+from absl import flags
 import jax
 import jax.numpy as jnp
 
@@ -51,4 +51,4 @@ def main(_):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run_command(main)

@@ -91,4 +91,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run_command(main)

@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 
-from absl import app, flags
+from absl import flags
 import jax
 import numpy as np
 
@@ -77,4 +77,4 @@ def main(_):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run_command(main)

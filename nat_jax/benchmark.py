@@ -39,7 +39,7 @@ from absl import app, flags
 import jax
 import numpy as np
 
-from nat_jax import checkpoint, cli, decode
+from nat_jax import cli, decode
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.models.transformer import DTYPES
@@ -47,6 +47,7 @@ from nat_jax.runs import Run, load_run
 from nat_jax.scoring import reference_view
 from nat_jax.timing import machine, timed
 from nat_jax.translation import encode_sources, source_lengths, translate_texts
+from nat_jax.errors import ConfigError
 
 FLAGS = flags.FLAGS
 
@@ -89,7 +90,7 @@ def parse_decoder(spec: str) -> tuple[str, dict[str, str]]:
   """'hrt/b_at=4/chunk=1' -> ('hrt', {'b_at': '4', 'chunk': '1'})."""
   name, *opts = spec.split('/')
   if not name or any('=' not in o for o in opts):
-    raise ValueError(f'decoder {spec!r}: expected name or name/opt=value/opt=value')
+    raise ConfigError(f'decoder {spec!r}: expected name or name/opt=value/opt=value')
   return name, dict(o.split('=', 1) for o in opts)
 
 
@@ -98,7 +99,7 @@ def parse_entry(spec: str, default_dtype: str) -> Entry:
   run, sep, decoders = spec.partition(':')
   workdir, at, dtype = run.partition('@')
   if not workdir or (at and dtype not in DTYPES) or (sep and not decoders):
-    raise ValueError(f'--runs entry {spec!r}: expected workdir[@{"|".join(DTYPES)}][:decoder+decoder...]')
+    raise ConfigError(f'--runs entry {spec!r}: expected workdir[@{"|".join(DTYPES)}][:decoder+decoder...]')
   for decoder in decoders.split('+') if decoders else ():
     parse_decoder(decoder)
   return Entry(workdir, dtype or default_dtype, tuple(decoders.split('+')) if decoders else ())
@@ -258,7 +259,7 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
   """(report, translations per row label) of every entry x decoder; see the module docstring."""
   batch_sizes = sorted({int(b) for b in batch_sizes})
   if not entries or not batch_sizes or batch_sizes[0] < 1:
-    raise ValueError('benchmark needs at least one run and batch sizes >= 1.')
+    raise ConfigError('benchmark needs at least one run and batch sizes >= 1.')
   for spec in (spec for entry in entries for spec in entry.decoders):  # bad names or options: fail before any work
     decode.parse_options(*parse_decoder(spec))
   rows, hyps, sources, examples = [], {}, None, None
@@ -269,7 +270,7 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
     if sources is None:
       examples, sources = these, [e.source for e in these]
     elif [e.source for e in these] != sources:
-      raise ValueError(f'{entry.workdir}: its {split} split differs from the first run\'s; the benchmark compares '
+      raise ConfigError(f'{entry.workdir}: its {split} split differs from the first run\'s; the benchmark compares '
                        'runs on one test set.')
     specs = entry.decoders or default_decoders(run)
     built = [decode.build_decoder(run.method, *parse_decoder(spec)) for spec in specs]  # a view the method lacks: here
@@ -289,7 +290,7 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
     del run
   baseline = baseline or next((r['run'] for r in rows if r['method'] == 'at'), rows[0]['run'])
   if baseline not in {r['run'] for r in rows}:
-    raise ValueError(f'--baseline={baseline!r} is not among the runs {sorted({r["run"] for r in rows})}.')
+    raise ConfigError(f'--baseline={baseline!r} is not among the runs {sorted({r["run"] for r in rows})}.')
   add_comparisons(rows, hyps, baseline, batch_sizes[-1])
   refs = reference_view([e.references[1] for e in examples], examples) if min(
       len(e.references) for e in examples) > 1 else None
@@ -420,17 +421,19 @@ def write_report(report: dict, hyps: dict[str, list[str]], out: str) -> str:
 def run_from_flags(make_entries: Callable[[], list[Entry]], baseline: str | None, out: str):
   """The command lines' body (benchmark, evaluate): the entries, measured as the measurement flags say,
   written to `out` and printed; a bad entry, decoder or option, or a missing run: `error: ...`, exit 2."""
-  cli.quiet_logs()
   try:
-    entries = make_entries()
-    report, hyps = benchmark(entries, baseline=baseline, batch_sizes=[int(b) for b in FLAGS.batch_sizes],
-                             split=FLAGS.split, max_sentences=FLAGS.max_sentences,
-                             latency_sentences=FLAGS.latency_sentences, batch1_runs=FLAGS.batch1_runs,
-                             which=FLAGS.checkpoint, average=FLAGS.average,
-                             log=lambda msg: print(msg, file=sys.stderr, flush=True))
-  except (checkpoint.CheckpointError, ValueError) as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+    batch_sizes = [int(b) for b in FLAGS.batch_sizes]
+  except ValueError:
+    raise ConfigError(f'--batch_sizes={",".join(FLAGS.batch_sizes)}: expected whole numbers, e.g. 1,8,64.') from None
+  cli.check_positive(average=FLAGS.average, batch1_runs=FLAGS.batch1_runs)
+  if FLAGS.max_sentences < 0 or FLAGS.latency_sentences < 0:
+    raise ConfigError('--max_sentences and --latency_sentences must be >= 0 (0 = all / no latency pass).')
+  entries = make_entries()
+  report, hyps = benchmark(entries, baseline=baseline, batch_sizes=batch_sizes,
+                           split=FLAGS.split, max_sentences=FLAGS.max_sentences,
+                           latency_sentences=FLAGS.latency_sentences, batch1_runs=FLAGS.batch1_runs,
+                           which=FLAGS.checkpoint, average=FLAGS.average,
+                           log=lambda msg: print(msg, file=sys.stderr, flush=True))
   print(write_report(report, hyps, out))
   print(f'wrote {out}/results.json, results.md, pareto.png and outputs/')
 
@@ -445,4 +448,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  cli.run_command(main)

@@ -1,21 +1,136 @@
-"""What the command lines share: quiet logs, `--decoder.<opt>=<v>` flags, the load-a-run prologue."""
+"""What the command lines share: one entry point with one error path, `--decoder.<opt>=<v>` flags,
+checks of paths and sizes, and the load-a-run prologue.
+
+Every command runs through `run_command(main)`: bad flags, a bad `--config.<key>` override, a
+missing recipe, a `NatJaxError` (bad settings, data, checkpoints) or an OSError (a full disk, a
+read-only directory) print one line `error: ...` on stderr and exit with status 2, without a
+traceback; warnings are `warning: ...` lines on stderr (nat_jax.errors.log).
+"""
 from __future__ import annotations
 
+import difflib
+import importlib.util
 import logging
+import math
+import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
-from absl import app
+from absl import app, flags
 from absl import logging as absl_logging
 
-from nat_jax import checkpoint
+from nat_jax.errors import ConfigError, NatJaxError, setup_logging
+from nat_jax.files import TMP_SUFFIX
 from nat_jax.runs import Run, load_run
 
 
 def quiet_logs():
-  """Keep orbax/absl INFO chatter out of the user's terminal (warnings still show)."""
+  """Keep orbax/absl INFO chatter out of the user's terminal (warnings still show); our own
+  diagnostics as `warning: ...` lines on stderr."""
   absl_logging.set_verbosity(absl_logging.WARNING)
   logging.getLogger('absl').setLevel(logging.WARNING)
+  setup_logging()
+
+
+def fail(message: str):
+  """The one way a command line stops on bad input: `error: <message>` on stderr, exit status 2."""
+  print(f'error: {message}', file=sys.stderr, flush=True)
+  sys.exit(2)
+
+
+def os_error_message(e: OSError) -> str:
+  """An OSError as one line naming the path: 'cannot write /x/y: No space left on device'."""
+  where = TMP_SUFFIX.sub('', str(e.filename)) if e.filename else ''  # name the file the user asked for
+  if getattr(e, 'filename2', None):
+    where += f' -> {e.filename2}'
+  what = e.strerror or str(e)
+  return (f'{where}: {what}' if where else what) + ' (check the path, its permissions and free disk space)'
+
+
+def run_command(main: Callable[[list[str]], Any], decoder_overrides: Optional[dict[str, str]] = None):
+  """Runs a command line's `main` under absl: `--decoder.<opt>=<v>` moved into `decoder_overrides`
+  (when given), flags parsed by `parse_flags`, and every user-caused error turned into `fail`."""
+  argv = sys.argv
+  if decoder_overrides is not None:
+    try:
+      argv, found = split_decoder_flags(argv)
+    except ConfigError as e:
+      fail(str(e))
+    decoder_overrides.update(found)
+
+  def guarded(args):
+    quiet_logs()
+    try:
+      return main(args)
+    except app.UsageError as e:
+      fail(str(e))
+    except NatJaxError as e:
+      fail(str(e))
+    except OSError as e:
+      fail(os_error_message(e))
+    except ValueError as e:  # settings checked by libraries outside nat_jax (and our older ValueErrors)
+      fail(str(e))
+  app.run(guarded, argv=argv, flags_parser=parse_flags)
+
+
+# --- flags ---------------------------------------------------------------------------------------
+def parse_flags(argv: list[str]) -> list[str]:
+  """absl's parse with one-line errors: an unknown flag, a bad value, a missing recipe file and an
+  unknown `--config.<key>` (naming the closest valid key, or the method a section belongs to)."""
+  recipe = next((a.split('=', 1)[1] for a in argv[1:] if a.startswith('--config=')), None)
+  if recipe is not None and not os.path.isfile(recipe.split(':', 1)[0]):
+    fail(f'--config={recipe}: no such recipe file; recipes are the files in configs/ '
+         f'(e.g. --config=configs/at_bible_tiny.py).')
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    fail(str(e).splitlines()[0])
+  except Exception as e:  # ml_collections raises KeyError / AttributeError / TypeError for overrides
+    fail(config_override_problem(recipe, argv) or f'{type(e).__name__}: {str(e).splitlines()[0]}')
+
+
+def _flat_keys(config, prefix: str = '') -> list[str]:
+  keys = []
+  for key, value in config.items():
+    keys.append(prefix + key)
+    if hasattr(value, 'items'):
+      keys += _flat_keys(value, f'{prefix}{key}.')
+  return keys
+
+
+def load_recipe(path: str):
+  """The ConfigDict of a recipe file (its get_config())."""
+  spec = importlib.util.spec_from_file_location('nat_jax_recipe', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
+
+
+def config_override_problem(recipe: Optional[str], argv: list[str]) -> Optional[str]:
+  """What is wrong with the first `--config.<key>=<v>` whose key the recipe lacks, or None."""
+  if recipe is None:
+    return None
+  try:
+    config = load_recipe(recipe.split(':', 1)[0])
+  except Exception as e:  # a recipe that does not load: say so
+    return f'--config={recipe} does not load: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""}'
+  from nat_jax.methods import DEFAULTS
+  keys = _flat_keys(config)
+  for arg in argv[1:]:
+    if not arg.startswith('--config.'):
+      continue
+    key = arg[len('--config.'):].split('=', 1)[0]
+    if key in keys:
+      continue
+    section = key.split('.', 1)[0]
+    if section in DEFAULTS and section not in config:
+      return (f'--config.{key}: section {section!r} holds the options of method {section!r}, but this recipe '
+              f'trains model.method={config.model.method!r}; use a recipe of method {section!r} '
+              f'(e.g. configs/{section}_bible_tiny.py).')
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    hint = f'; did you mean --config.{close[0]}?' if close else '; see the recipe file for its keys.'
+    return f'--config.{key}: recipe {recipe} has no such key{hint}'
+  return None
 
 
 def split_decoder_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -25,32 +140,44 @@ def split_decoder_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     if arg.startswith('--decoder.'):
       key, sep, value = arg[len('--decoder.'):].partition('=')
       if not sep:
-        raise SystemExit(f'error: {arg!r} needs a value: --decoder.{key}=<value>')
+        raise ConfigError(f'{arg!r} needs a value: --decoder.{key}=<value>')
       opts[key] = value
     else:
       rest.append(arg)
   return rest, opts
 
 
-def run_with_decoder_flags(main: Callable, overrides: dict[str, str]):
-  """app.run(main) after moving `--decoder.<opt>=<v>` out of sys.argv into `overrides`."""
-  argv, found = split_decoder_flags(sys.argv)
-  overrides.update(found)
-  app.run(main, argv=argv)
+# --- checks --------------------------------------------------------------------------------------
+def check_positive(**values: float):
+  """ConfigError naming the first flag whose value is not a positive number."""
+  for name, value in values.items():
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+      raise ConfigError(f'--{name}={value}: must be a positive number.')
+
+
+def check_input_file(path: str, flag: str = 'input'):
+  if not os.path.exists(path):
+    raise ConfigError(f'--{flag}={path}: no such file.')
+  if os.path.isdir(path):
+    raise ConfigError(f'--{flag}={path} is a directory; give a file.')
+
+
+def check_output_file(path: str, flag: str = 'output'):
+  if os.path.isdir(path):
+    raise ConfigError(f'--{flag}={path} is a directory; give a file path.')
+  parent = os.path.dirname(os.path.abspath(path))
+  if not os.path.isdir(parent):
+    raise ConfigError(f'--{flag}={path}: directory {parent} does not exist.')
 
 
 def cli_prologue(argv, workdir: str, which: str, average: int, prepare: Callable[[Run], Any],
                  dtype: str = 'float32') -> tuple[Run, Any]:
-  """Shared start of translate/distill/ddgviz/dagviz: argument checks, quiet logs, the run, and
-  `prepare(run)` (decoders etc.); a missing run or a bad decoder option prints `error: ...` and exits 2."""
+  """Shared start of translate/distill/ddgviz/dagviz: argument checks, the run, and `prepare(run)`
+  (decoders etc.); errors are raised for `run_command` to print."""
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   if not workdir:
     raise app.UsageError('--workdir=<dir of a trained run> is required.')
-  quiet_logs()
-  try:
-    run = load_run(workdir, which, average, dtype)
-    return run, prepare(run)
-  except (checkpoint.CheckpointError, ValueError) as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+  check_positive(average=average)
+  run = load_run(workdir, which, average, dtype)
+  return run, prepare(run)

@@ -26,7 +26,7 @@ import numpy as np
 from nat_jax import cli
 from nat_jax.decode import GraphPredictor, method_view
 from nat_jax.decode.dag import DAG_PATHS, clean_path_tokens
-from nat_jax.ddgviz import SPECIAL_PIECES, output_paths
+from nat_jax.ddgviz import SPECIAL_PIECES, output_paths, probabilities
 from nat_jax.translation import encode_sources
 
 
@@ -85,8 +85,8 @@ def dag_picture(run, text: str, decoders: list[str], top_tokens: int = 3, edges:
   def piece(t):
     return SPECIAL_PIECES.get(int(t)) or run.tokenizer.decode([int(t)]) or '_'
 
-  top = [[(piece(t), float(np.exp(lp))) for t, lp in zip(top_ids[0, v], top_lp[0, v])] for v in range(size)]
-  trans = np.exp(np.asarray(log_trans[0], np.float64))  # [L, L]
+  top = [[(piece(t), float(probabilities(lp))) for t, lp in zip(top_ids[0, v], top_lp[0, v])] for v in range(size)]
+  trans = probabilities(log_trans[0])  # [L, L]
   strongest = []
   for i in range(size - 1):
     row = trans[i, i + 1:size]
@@ -211,4 +211,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  cli.run_command(main)

@@ -24,6 +24,12 @@ from nat_jax.decode import LeftToRightScorer, jacobi, method_view
 from nat_jax.translation import encode_sources
 
 
+def probabilities(log_p) -> np.ndarray:
+  """exp of log-probabilities (float64), clipped to [0, 1]: an fp32 log-softmax can give log p a hair
+  above 0, and what draws or prints a probability (matplotlib's alpha) may reject 1.0000001."""
+  return np.clip(np.exp(np.asarray(log_p, np.float64)), 0.0, 1.0)
+
+
 def define_flags():
   """CLI flags, defined only when run as a program (importing this module must not clash with other CLIs)."""
   flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
@@ -53,7 +59,7 @@ def build_grid(states, output, piece) -> Grid:
   n = int(output.aux['steps'][0])
   final = np.asarray(states[-1].drafts()[0][0, :n])  # [N]: greedy's tokens in slot order (read out after)
   drafts = np.stack([np.asarray(s.drafts()[0][0, :n]) for s in states])  # [I, N]
-  probs = np.exp(np.stack([np.asarray(s.drafts()[1][0, :n]) for s in states]))  # [I, N]
+  probs = probabilities(np.stack([np.asarray(s.drafts()[1][0, :n]) for s in states]))  # [I, N]
   known = np.arange(1, n + 1)[None, :] <= np.array([int(s.fixed[0]) for s in states])[:, None]  # [I, N]
   grid_states = np.where(known, 2, (drafts == final[None]).astype(np.int32))
   return Grid([[piece(int(t)) for t in row] for row in drafts], probs, grid_states, [piece(int(t)) for t in final])
@@ -134,4 +140,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  cli.run_command(main)

@@ -40,15 +40,13 @@ from nat_jax import cli, decode
 from nat_jax.data import load_split
 from nat_jax.data.distilled import MANIFEST, tsv_field
 from nat_jax.data.sources import SPLITS
+from nat_jax.errors import DistillError, log
+from nat_jax.files import remove_stale_temporaries, write_atomic
 from nat_jax.translation import encode_sources, translate_texts
 
 FLAGS = flags.FLAGS
 DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
 WORK = '.work'
-
-
-class DistillError(ValueError):
-  """A distillation directory that does not fit the command or the data; the message says what to do."""
 
 
 def sources_hash(sources: Sequence[str]) -> str:
@@ -57,15 +55,6 @@ def sources_hash(sources: Sequence[str]) -> str:
   for source in sources:
     digest.update(tsv_field(source).encode('utf-8') + b'\n')
   return digest.hexdigest()
-
-
-def write_atomic(path: str, text: str):
-  tmp = f'{path}.tmp{os.getpid()}'
-  with open(tmp, 'w', encoding='utf-8', newline='') as f:
-    f.write(text)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
 
 
 def length_order(token_lengths: Sequence[int]) -> list[int]:
@@ -109,6 +98,9 @@ def distil_split(run, decode_fn, split: str, out: str, job: dict, *, limit: int,
   digest = sources_hash(sources)
   check_job(work_dir, {**job, 'split': split, 'examples': len(examples), 'sources_sha256': digest,
                        'chunk_sentences': chunk_sentences})
+  if process_count == 1:  # with several processes a live one may be writing its own
+    for path in remove_stale_temporaries(work_dir):
+      log.warning('removed %s, left by an interrupted run.', path)
   chunk_path = lambda i: os.path.join(work_dir, f'{i:06d}.txt')
   mine = [i for i in range(len(chunks)) if i % process_count == process_index]
   todo = [i for i in mine if not os.path.exists(chunk_path(i))]
@@ -203,21 +195,23 @@ def define_flags():
 
 def main(argv):
   if not FLAGS.out:
-    raise SystemExit('error: --out=<directory for the distilled data> is required.')
-  run, _ = cli.cli_prologue(argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average, lambda run: None)
+    raise DistillError('--out=<directory for the distilled data> is required.')
+  if os.path.exists(FLAGS.out) and not os.path.isdir(FLAGS.out):
+    raise DistillError(f'--out={FLAGS.out} is a file; give a directory.')
   process_index = jax.process_index() if FLAGS.process_index is None else FLAGS.process_index
   process_count = jax.process_count() if FLAGS.process_count is None else FLAGS.process_count
   if not 0 <= process_index < process_count:
-    raise SystemExit(f'error: --process_index={process_index} must be in [0, --process_count={process_count}).')
+    raise DistillError(f'--process_index={process_index} must be in [0, --process_count={process_count}).')
+  # Decoder name and options are checked before the teacher is loaded (its method: in cli_prologue).
+  decode.parse_options(FLAGS.decoder, DECODER_OVERRIDES)
+  run, _ = cli.cli_prologue(argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
+                            lambda run: decode.check_decoder(run.method, FLAGS.decoder,
+                                                             decode.parse_options(FLAGS.decoder, DECODER_OVERRIDES)))
   t0 = time.time()
-  try:
-    manifest = distil(run, FLAGS.decoder, DECODER_OVERRIDES, FLAGS.out, FLAGS.splits, limit=FLAGS.limit,
-                      batch_size=FLAGS.batch_size, chunk_sentences=FLAGS.chunk_sentences,
-                      process_index=process_index, process_count=process_count, wait_seconds=FLAGS.wait_seconds,
-                      teacher_workdir=FLAGS.workdir)
-  except (DistillError, ValueError) as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+  manifest = distil(run, FLAGS.decoder, DECODER_OVERRIDES, FLAGS.out, FLAGS.splits, limit=FLAGS.limit,
+                    batch_size=FLAGS.batch_size, chunk_sentences=FLAGS.chunk_sentences,
+                    process_index=process_index, process_count=process_count, wait_seconds=FLAGS.wait_seconds,
+                    teacher_workdir=FLAGS.workdir)
   if process_index == 0:
     counts = ', '.join(f'{s}: {e["examples"]} lines ({e["empty_translations"]} empty)'
                        for s, e in manifest['splits'].items())
@@ -227,4 +221,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  cli.run_with_decoder_flags(main, DECODER_OVERRIDES)
+  cli.run_command(main, DECODER_OVERRIDES)

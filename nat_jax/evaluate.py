@@ -53,4 +53,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  cli.run_with_decoder_flags(main, DECODER_OVERRIDES)
+  cli.run_command(main, DECODER_OVERRIDES)

@@ -16,6 +16,7 @@ from nat_jax.methods import DEFAULTS, get_method
 from nat_jax.models.transformer import DTYPES
 from nat_jax.sharding import make_mesh
 from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
+from nat_jax.errors import ConfigError
 
 CONFIG_FILE = 'config.json'
 TOKENIZER_FILE = 'spm.model'
@@ -64,7 +65,7 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
   for a run trained with bf16 activations (configs/at_base.py).
   """
   if dtype not in DTYPES:
-    raise ValueError(f'dtype must be one of {sorted(DTYPES)}, got {dtype!r}.')
+    raise ConfigError(f'dtype must be one of {sorted(DTYPES)}, got {dtype!r}.')
   config_path = os.path.join(workdir, CONFIG_FILE)
   spm_path = os.path.join(workdir, TOKENIZER_FILE)
   for path, what in ((config_path, 'config'), (spm_path, 'sentencepiece model')):

@@ -9,6 +9,7 @@ import jax
 import numpy as np
 from flax import linen as nn
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from nat_jax.errors import ConfigError
 
 # Logical parameter/activation axis -> mesh axis. Attention heads and FFN hidden units are split
 # over `model`; everything else is replicated across `model` and batch rows split over `data`.
@@ -27,7 +28,7 @@ def make_mesh(model_parallel: int = 1) -> Mesh:
   """Mesh over all devices (all processes) with axes ('data', 'model')."""
   devices = jax.devices()
   if model_parallel < 1 or len(devices) % model_parallel:
-    raise ValueError(f'mesh.model_parallel={model_parallel} must divide the device count {len(devices)}.')
+    raise ConfigError(f'mesh.model_parallel={model_parallel} must divide the device count {len(devices)}.')
   grid = np.asarray(devices).reshape(len(devices) // model_parallel, model_parallel)
   return Mesh(grid, ('data', 'model'))
 

@@ -15,8 +15,8 @@ import dataclasses
 import filecmp
 import functools
 import json
+import math
 import os
-import shutil
 import signal
 import sys
 import time
@@ -34,7 +34,9 @@ from tqdm import tqdm
 from nat_jax import checkpoint, cli, sharding
 from nat_jax.data import TrainBatches, bucket_shapes, encode_pairs, load_or_train_tokenizer, load_split
 from nat_jax.data.distilled import distilled_pairs, read_teacher_translations
-from nat_jax.decode import build_decoder
+from nat_jax.decode import build_decoder, check_decoder, parse_options
+from nat_jax.errors import ConfigError, log
+from nat_jax.files import write_atomic
 from nat_jax.methods import get_method
 from nat_jax.runs import CONFIG_FILE, TOKENIZER_FILE, Run, load_run
 from nat_jax.scoring import score_translations
@@ -43,16 +45,16 @@ from nat_jax.translation import translate_texts
 from nat_jax.train_state import TrainState, create_train_state, lr_schedule, make_optimizer, state_shardings
 
 FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file('config', None, 'Recipe file (configs/*.py).', lock_config=True)
-flags.DEFINE_string('workdir', None, 'Run directory (checkpoints, tokenizer, metrics).')
-flags.DEFINE_bool('distributed', False, 'Call jax.distributed.initialize() (auto-detected on TPU pods / SLURM).')
-flags.DEFINE_string('coordinator_address', None, 'host:port of process 0 for multi-process runs.')
-flags.DEFINE_integer('num_processes', None, 'Number of processes (multi-process runs).')
-flags.DEFINE_integer('process_id', None, 'This process (multi-process runs).')
 
 
-class ConfigError(ValueError):
-  pass
+def define_flags():
+  """The command line's flags (defined only when run as a program, so the module imports anywhere)."""
+  config_flags.DEFINE_config_file('config', None, 'Recipe file (configs/*.py).', lock_config=True)
+  flags.DEFINE_string('workdir', None, 'Run directory (checkpoints, tokenizer, metrics).')
+  flags.DEFINE_bool('distributed', False, 'Call jax.distributed.initialize() (auto-detected on TPU pods / SLURM).')
+  flags.DEFINE_string('coordinator_address', None, 'host:port of process 0 for multi-process runs.')
+  flags.DEFINE_integer('num_processes', None, 'Number of processes (multi-process runs).')
+  flags.DEFINE_integer('process_id', None, 'This process (multi-process runs).')
 
 
 # --- pure step functions -------------------------------------------------------------------------
@@ -111,17 +113,35 @@ def compile_steps(method, tx, mesh, state_sh):
 
 # --- helpers -------------------------------------------------------------------------------------
 def validate_config(config: ml_collections.ConfigDict):
+  """Every check that needs no data, before any work: sizes, intervals, the method and its section,
+  and the validation / test decoders (known, offered by the method, options valid)."""
   checks = [
       (config.total_steps > 0, 'total_steps must be > 0'),
       (config.tokens_per_batch >= config.max_len, 'tokens_per_batch must be >= max_len'),
       (config.grad_accum_steps >= 1, 'grad_accum_steps must be >= 1'),
       (config.num_buckets >= 1, 'num_buckets must be >= 1'),
       (config.max_len >= 8, 'max_len must be >= 8'),
+      (config.max_decode_len >= 1, 'max_decode_len must be >= 1'),
       (config.vocab_size >= 16, 'vocab_size must be >= 16'),
+      (config.decode_batch_size >= 1, 'decode_batch_size must be >= 1'),
+      (min(config.log_every, config.eval_every, config.checkpoint_every) >= 1,
+       'log_every, eval_every and checkpoint_every must be >= 1'),
+      (min(config.keep_checkpoints, config.keep_best, config.test_average) >= 1,
+       'keep_checkpoints, keep_best and test_average must be >= 1'),
+      (config.eval_max_sentences >= 0, 'eval_max_sentences must be >= 0 (0 = all)'),
+      (config.warmup_steps >= 0, 'warmup_steps must be >= 0'),
+      (math.isfinite(config.learning_rate) and config.learning_rate > 0, 'learning_rate must be > 0'),
+      (0.0 <= config.data.get('raw_prob', 0.0) <= 1.0, 'data.raw_prob must be in [0, 1]'),
   ]
   for ok, msg in checks:
     if not ok:
       raise ConfigError(f'Bad config: {msg}.')
+  method = get_method(config, config.vocab_size)  # an unknown method or a bad section: ConfigError
+  for key in ('eval_decoder', 'test_decoder'):
+    try:
+      check_decoder(method, config[key], parse_options(config[key], {}))
+    except ConfigError as e:
+      raise ConfigError(f'config.{key}={config[key]!r}: {e}') from None
 
 
 def setup_compilation_cache(path: str):
@@ -138,11 +158,8 @@ def write_config(workdir: str, config):
       old = json.load(f)
     changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if changed:
-      print(f'NOTE: config differs from the one saved in {path} in {changed}; using the new values.')
-  tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
-    json.dump(new, f, indent=2, sort_keys=True)
-  os.replace(tmp, path)
+      log.warning('the config differs from the one saved in %s in %s; using the new values.', path, changed)
+  write_atomic(path, json.dumps(new, indent=2, sort_keys=True))
 
 
 class MetricsLog:
@@ -228,8 +245,8 @@ def adopt_tokenizer(init_from: str, workdir: str):
   if not os.path.exists(src):
     raise ConfigError(f'init_from={init_from!r} holds no {TOKENIZER_FILE}: is it the workdir of a trained run?')
   if not os.path.exists(dst):
-    shutil.copyfile(src, dst + '.tmp')
-    os.replace(dst + '.tmp', dst)
+    with open(src, 'rb') as f:
+      write_atomic(dst, f.read())
   elif not filecmp.cmp(src, dst, shallow=False):
     raise ConfigError(f'{dst} differs from the tokenizer of init_from={init_from!r}; use a fresh --workdir.')
 
@@ -359,7 +376,7 @@ def initial_state(config, method, tx, batch, mesh, state_sh, abstract_state, ckp
   state, meta = ckpt.restore_latest(abstract_state)
   if state is not None:
     if meta.get('seed') != config.seed:
-      print(f'WARNING: resuming a run trained with seed {meta.get("seed")} using seed {config.seed}.')
+      log.warning('resuming a run trained with seed %s using seed %s.', meta.get('seed'), config.seed)
     if lead:
       print(f'Resumed from step {int(state.step)}.', flush=True)
     return state, int(state.step)
@@ -435,8 +452,7 @@ def final_test(config, workdir: str, examples, lead: bool):
                 decode_seconds=round(time.time() - t0, 1), averaged_checkpoints=len(run.meta),
                 step=run.meta[0]['step'])
   if lead:
-    with open(os.path.join(workdir, 'test_results.json'), 'w') as f:
-      json.dump(result, f, indent=2)
+    write_atomic(os.path.join(workdir, 'test_results.json'), json.dumps(result, indent=2))
     print(f'\nTest set ({len(examples)} sentences, decoder {config.test_decoder} {options}, '
           f'{result["decode_seconds"]}s):')
     for key, label in (('first_ref', '1 reference'), ('all_refs', 'all references')):
@@ -454,14 +470,10 @@ def main(argv):
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   if FLAGS.config is None or FLAGS.workdir is None:
     raise app.UsageError('Both --config=configs/<recipe>.py and --workdir=<dir> are required.')
-  cli.quiet_logs()
   initialize_distributed()
-  try:
-    train_and_evaluate(FLAGS.config, FLAGS.workdir)
-  except (ConfigError, FileNotFoundError, ValueError, checkpoint.CheckpointError) as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+  train_and_evaluate(FLAGS.config, FLAGS.workdir)
 
 
 if __name__ == '__main__':
-  app.run(main)
+  define_flags()
+  cli.run_command(main)

@@ -6,7 +6,10 @@
 Reads stdin (or --input), writes one detokenized translation per input line to stdout (or
 --output), in order. Lines are split on '\\n' only; an empty or blank line gives an empty line;
 a line longer than the model's maximum is truncated (warning on stderr) and still gives one
-line; undecodable bytes are replaced, never dropped. Progress goes to stderr.
+line; undecodable bytes are replaced, never dropped. Progress and warnings go to stderr. With
+--output, the translations go to a temporary file that replaces the output file only when every
+line is translated: a failed run leaves an existing output file as it was. Each translation is one
+line for any reader (control characters and Unicode line separators become spaces).
 """
 from __future__ import annotations
 
@@ -17,19 +20,10 @@ from typing import Iterator
 from absl import flags
 
 from nat_jax import cli, decode
+from nat_jax.files import atomic_output
 from nat_jax.models.transformer import DTYPES
 from nat_jax.translation import translate_texts
 
-flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
-flags.DEFINE_string('decoder', 'greedy', 'Decoder name (see nat_jax.decode.DECODERS); options via --decoder.<opt>=<v>.')
-flags.DEFINE_string('input', None, 'Input file (default: stdin).')
-flags.DEFINE_string('output', None, 'Output file (default: stdout).')
-flags.DEFINE_integer('batch_size', 64, 'Sentences per decoding batch.')
-flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which checkpoints to load.')
-flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')
-flags.DEFINE_enum('dtype', 'float32', list(DTYPES),
-                  'Inference precision: parameters cast once at load, softmax statistics in fp32.')
-flags.DEFINE_integer('chunk_lines', 4096, 'Lines read and translated at a time (bounds memory on big inputs).')
 FLAGS = flags.FLAGS
 DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
 
@@ -57,25 +51,51 @@ def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
     yield chunk
 
 
+def define_flags():
+  """The command line's flags (defined only when run as a program, so the module imports anywhere)."""
+  flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
+  flags.DEFINE_string('decoder', 'greedy', 'Decoder name (see nat_jax.decode.DECODERS); options via --decoder.<opt>=<v>.')
+  flags.DEFINE_string('input', None, 'Input file (default: stdin).')
+  flags.DEFINE_string('output', None, 'Output file (default: stdout); replaced only when all lines are translated.')
+  flags.DEFINE_integer('batch_size', 64, 'Sentences per decoding batch.')
+  flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which checkpoints to load.')
+  flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')
+  flags.DEFINE_enum('dtype', 'float32', list(DTYPES),
+                    'Inference precision: parameters cast once at load, softmax statistics in fp32.')
+  flags.DEFINE_integer('chunk_lines', 4096, 'Lines read and translated at a time (bounds memory on big inputs).')
+
+
+def translate_stream(run, decode_fn, source, sink, batch_size: int, chunk_lines: int, describe: str):
+  """Every line of the binary stream `source` translated, one line each, to the text stream `sink`."""
+  done, t0 = 0, time.time()
+  for chunk in chunks(read_lines(source), chunk_lines):
+    outputs, _ = translate_texts(run, chunk, decode_fn, batch_size, first_line=done + 1)
+    sink.writelines(line + '\n' for line in outputs)
+    sink.flush()
+    done += len(chunk)
+    print(f'translated {done} lines ({done / max(time.time() - t0, 1e-9):.1f} lines/s, {describe})',
+          file=sys.stderr, flush=True)
+
+
 def main(argv):
+  cli.check_positive(batch_size=FLAGS.batch_size, chunk_lines=FLAGS.chunk_lines)
+  if FLAGS.input:
+    cli.check_input_file(FLAGS.input, 'input')
+  if FLAGS.output:
+    cli.check_output_file(FLAGS.output, 'output')
   run, (decode_fn, options) = cli.cli_prologue(
       argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
       lambda run: decode.build_decoder(run.method, FLAGS.decoder, DECODER_OVERRIDES), FLAGS.dtype)
-  source = open(FLAGS.input, 'rb') if FLAGS.input else sys.stdin.buffer
-  sink = open(FLAGS.output, 'w', encoding='utf-8') if FLAGS.output else sys.stdout
-  done, t0 = 0, time.time()
-  with source:
-    for chunk in chunks(read_lines(source), FLAGS.chunk_lines):
-      outputs, _ = translate_texts(run, chunk, decode_fn, FLAGS.batch_size, first_line=done + 1)
-      for line in outputs:
-        sink.write(line.replace('\n', ' ') + '\n')
-      sink.flush()
-      done += len(chunk)
-      print(f'translated {done} lines ({done / max(time.time() - t0, 1e-9):.1f} lines/s, '
-            f'decoder {FLAGS.decoder} {options})', file=sys.stderr, flush=True)
-  if FLAGS.output:
-    sink.close()
+  work = lambda source, sink: translate_stream(run, decode_fn, source, sink, FLAGS.batch_size, FLAGS.chunk_lines,
+                                               f'decoder {FLAGS.decoder} {options}')
+  with open(FLAGS.input, 'rb') if FLAGS.input else sys.stdin.buffer as source:
+    if FLAGS.output:
+      with atomic_output(FLAGS.output, fsync=False) as sink:
+        work(source, sink)
+    else:
+      work(source, sys.stdout)
 
 
 if __name__ == '__main__':
-  cli.run_with_decoder_flags(main, DECODER_OVERRIDES)
+  define_flags()
+  cli.run_command(main, DECODER_OVERRIDES)

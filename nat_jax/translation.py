@@ -6,13 +6,13 @@ lines are truncated with a warning, output order equals input order.
 """
 from __future__ import annotations
 
-import sys
 from typing import Callable, Optional, Sequence
 
 import jax
 import numpy as np
 
 from nat_jax.data import Tokenizer, inference_batches
+from nat_jax.errors import log
 
 
 SOURCE_WIDTH_STEP = 8
@@ -36,8 +36,8 @@ def encode_sources(texts: Sequence[str], tokenizer: Tokenizer, max_len: int,
   for i, text in enumerate(texts):
     ids = tokenizer.encode(text)
     if len(ids) + 1 > max_len and warn:
-      print(f'WARNING: input line {line_numbers[i] if line_numbers else i + 1} has {len(ids)} tokens, more than the '
-            f'model maximum {max_len - 1}; truncated.', file=sys.stderr, flush=True)
+      log.warning('input line %d has %d tokens, more than the model maximum %d; truncated.',
+                  line_numbers[i] if line_numbers else i + 1, len(ids), max_len - 1)
     ids = ids[:max_len - 1]
     out.append(ids + [tokenizer.eos_id])
   return out

@@ -7,25 +7,17 @@ logged), keep the first `data.max_examples` (0 = all), and fail if nothing is le
 """
 
 import dataclasses
-import logging
 import os
 from typing import Callable, Iterable, Iterator, Sequence
 
 import tensorflow_datasets as tfds
 
 from nat_jax.data import bible
+from nat_jax.errors import DataError, DataNotFoundError, log
 
 SPLITS = ('train', 'validation', 'test')
 _FILES_FIELDS = {'train': 'train_files', 'validation': 'validation_files', 'test': 'test_files'}
 _READ_CHUNK = 4096  # Records fetched per data-source call.
-
-
-class DataError(ValueError):
-  """A data setting or file content that cannot be used; the message says what to change."""
-
-
-class DataNotFoundError(FileNotFoundError):
-  """A data file or prepared dataset that does not exist; the message says how to get it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +53,7 @@ def clean_examples(raw: Iterable[tuple[str, Sequence[str]]], max_examples: int,
     if len(examples) == max_examples:
       break
   if skipped:
-    logging.warning('%s: skipped %d pairs with an empty source or reference.', where, skipped)
+    log.warning('%s: skipped %d pairs with an empty source or reference.', where, skipped)
   if not examples:
     raise DataError(f'{where} has no usable examples ({skipped} empty pairs skipped); '
                     'point the data settings at a non-empty split.')
@@ -183,8 +175,7 @@ def load_bible(data_cfg, split: str) -> RawPairs:
   builder = bible.BibleTranslate(config=data_cfg.pair,
                                  data_dir=data_cfg.get('tfds_data_dir', '') or None)
   if not builder.is_prepared():
-    print(f'Building bible_translate/{data_cfg.pair} into {builder.data_dir} (once, a few seconds)',
-          flush=True)
+    log.info('Building bible_translate/%s into %s (once, a few seconds)', data_cfg.pair, builder.data_dir)
     builder.download_and_prepare()
   data_source = split_source(builder, split, f'bible_translate/{data_cfg.pair}')
   return read_data_source(data_source, lambda ex: (_text(ex['source']),

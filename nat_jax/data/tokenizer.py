@@ -8,9 +8,23 @@ from typing import Iterable, Sequence
 import numpy as np
 import sentencepiece as spm
 
+from nat_jax.errors import DataError, log
+from nat_jax.files import write_atomic
+
 PAD_ID, EOS_ID, BOS_ID, UNK_ID, MASK_ID = 0, 1, 2, 3, 4
 MASK_PIECE = '<mask>'
 MAX_TRAINING_SENTENCES = 200_000
+# Characters that must not reach a line of output: C0 and C1 controls (tab, CR, NUL, U+001C-U+001E,
+# NEL U+0085, ...), DEL, and the line / paragraph separators U+2028 / U+2029. Readers that split on
+# Unicode line boundaries (str.splitlines) would see extra lines. Byte-fallback pieces can decode to
+# any of them.
+UNSAFE_IN_LINE = re.compile('[\x00-\x1f\x7f-\x9f\u2028\u2029]+')
+
+
+def one_line(text: str) -> str:
+  """`text` with every run of UNSAFE_IN_LINE characters replaced by one space (stripped at the ends):
+  always exactly one line for any reader."""
+  return UNSAFE_IN_LINE.sub(' ', text).strip() if UNSAFE_IN_LINE.search(text) else text
 
 
 class Tokenizer:
@@ -24,7 +38,7 @@ class Tokenizer:
     found = (self._sp.pad_id(), self._sp.eos_id(), self._sp.bos_id(), self._sp.unk_id(),
              self._sp.piece_to_id(MASK_PIECE))
     if found != (PAD_ID, EOS_ID, BOS_ID, UNK_ID, MASK_ID):
-      raise ValueError(f'Sentencepiece model {model_path!r} has special ids (pad, eos, bos, unk, '
+      raise DataError(f'Sentencepiece model {model_path!r} has special ids (pad, eos, bos, unk, '
                        f'mask)={found}, expected (0, 1, 2, 3, 4); delete it to retrain.')
     self.vocab_size: int = self._sp.get_piece_size()
     self._skip = np.zeros(self.vocab_size, bool)
@@ -35,12 +49,12 @@ class Tokenizer:
     return self._sp.encode(text)
 
   def decode(self, ids: Sequence[int]) -> str:
-    """Text of `ids` up to the first EOS, ignoring pad/bos/mask."""
+    """Text of `ids` up to the first EOS, ignoring pad/bos/mask, as one line (`one_line`)."""
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
     eos = np.flatnonzero(ids == EOS_ID)
     ids = ids[:eos[0]] if eos.size else ids
     ids = ids[(ids >= 0) & (ids < self.vocab_size)]
-    return self._sp.decode(ids[~self._skip[ids]].tolist())
+    return one_line(self._sp.decode(ids[~self._skip[ids]].tolist()))
 
   def decode_batch(self, ids_2d) -> list[str]:
     """`decode` of every row of an int array [batch, length]."""
@@ -67,22 +81,17 @@ def load_or_train_tokenizer(model_path: str, texts: Iterable[str], vocab_size: i
   if not os.path.exists(model_path):
     texts = [t for t in texts if t.strip()]
     if not texts:
-      raise ValueError(f'No text to train the sentencepiece model {model_path!r} on.')
-    print(f'Training a {vocab_size}-piece sentencepiece model on {len(texts)} sentences '
-          f'-> {model_path}', flush=True)
+      raise DataError(f'No text to train the sentencepiece model {model_path!r} on.')
+    log.info('Training a %d-piece sentencepiece model on %d sentences -> %s', vocab_size, len(texts), model_path)
     try:
       model = train_model(texts, vocab_size)
     except RuntimeError as e:
       limit = re.search(r'Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)',
                         str(e))
       if not limit:
-        raise ValueError(f'Sentencepiece training for {model_path!r} failed: {e}') from e
-      print(f'Vocabulary size {vocab_size} is too large for this text; using {limit[1]}.',
-            flush=True)
+        raise DataError(f'Sentencepiece training for {model_path!r} failed: {e}') from e
+      log.warning('vocabulary size %d is too large for this text; using %s.', vocab_size, limit[1])
       model = train_model(texts, int(limit[1]))
     os.makedirs(os.path.dirname(os.path.abspath(model_path)), exist_ok=True)
-    tmp_path = f'{model_path}.tmp{os.getpid()}'
-    with open(tmp_path, 'wb') as f:
-      f.write(model)
-    os.replace(tmp_path, model_path)
+    write_atomic(model_path, model)
   return Tokenizer(model_path)

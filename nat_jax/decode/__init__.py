@@ -16,7 +16,7 @@ A new decoder is a function `fn(view, src, **options) -> DecodeOutput` registere
 whose `views()` offers that Protocol.
 """
 from nat_jax.decode.interfaces import DecodeOutput, Graph, GraphPredictor, HybridScorer, LeftToRightScorer, MaskPredictor
-from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, decoders_for, make_decode_fn, method_view,
-                                     parse_options, register_decoder)
+from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, check_decoder, decoders_for, make_decode_fn,
+                                     method_view, parse_options, register_decoder)
 
 from nat_jax.decode import beam, dag, greedy, hrt, jacobi, mask_predict, multiword_beam  # noqa: E402,F401  (register decoders)

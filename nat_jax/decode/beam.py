@@ -14,7 +14,9 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
-from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer, require_one_token_per_step
+from nat_jax.decode.interfaces import (DecodeOutput, LeftToRightScorer, one_token_per_step_message,
+                                       require_one_token_per_step)
+from nat_jax.errors import ConfigError
 from nat_jax.decode.lengths import resolve_max_len, through_first_eos
 from nat_jax.decode.registry import register_decoder
 from nat_jax.models.layers import NEG_INF
@@ -144,7 +146,15 @@ def best_hypotheses(final: BeamState, alpha: float, count: int,
   return seqs, jnp.where(usable, scores, NEG_INF), jnp.where(usable, logp, NEG_INF)
 
 
-@register_decoder('beam', LeftToRightScorer, beam_size=4, alpha=0.6, max_len=0)
+def method_takes_one_token_per_step(method, options):
+  """The registry's check: a method whose left-to-right view writes several tokens per step
+  (IBDecoder, SA) has no beam; it has multiword_beam."""
+  z = getattr(method, 'tokens_per_step', 1)
+  if z != 1:
+    raise ConfigError(one_token_per_step_message('beam', z))
+
+
+@register_decoder('beam', LeftToRightScorer, check=method_takes_one_token_per_step, beam_size=4, alpha=0.6, max_len=0)
 def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = 0.6,
                 max_len: int = 0) -> DecodeOutput:
   """Best finished hypothesis per row by logp / lp(length) (length counts EOS); a row with none

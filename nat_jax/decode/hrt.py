@@ -24,6 +24,7 @@ from nat_jax.decode.jacobi import finish, jacobi_search
 from nat_jax.decode.lengths import through_first_eos
 from nat_jax.decode.mask_predict import predict
 from nat_jax.decode.registry import register_decoder
+from nat_jax.errors import ConfigError
 
 
 def skip_frame(skips: jax.Array, k: int, mask_id: int = Tokenizer.mask_id) -> tuple[jax.Array, jax.Array]:
@@ -49,7 +50,21 @@ def fill_chunks(view: HybridScorer, enc, skips: jax.Array, k: int) -> tuple[jax.
   return jnp.where(fill, tok, inputs), jnp.sum(jnp.where(fill, tok_logp, 0.0), axis=1)
 
 
-@register_decoder('hrt', HybridScorer, b_at=1, b_nat=1, alpha=0.6, chunk=0, jacobi_block=0, max_len=0)
+def check_hrt_options(method, options):
+  """The registry's check: chunk is 0, 1 or the model's k; b_nat <= b_at; Jacobi only with b_at = 1."""
+  k = getattr(method, 'chunk', None)
+  if options['chunk'] not in (0, 1, k):
+    raise ConfigError(f'--decoder.chunk={options["chunk"]}: this model writes every {k}-th token; use 0 or {k} '
+                      '(hybrid decoding) or 1 (left to right).')
+  if options['b_nat'] > options['b_at']:
+    raise ConfigError(f'hrt needs b_nat <= b_at, got b_at={options["b_at"]}, b_nat={options["b_nat"]}.')
+  if options['jacobi_block'] and options['b_at'] != 1:
+    raise ConfigError(f'hrt: jacobi_block={options["jacobi_block"]} replaces greedy Skip-AT and needs b_at=1 '
+                      f'(got b_at={options["b_at"]}).')
+
+
+@register_decoder('hrt', HybridScorer, check=check_hrt_options, b_at=1, b_nat=1, alpha=0.6, chunk=0, jacobi_block=0,
+                  max_len=0)
 def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1, alpha: float = 0.6,
                chunk: int = 0, jacobi_block: int = 0, max_len: int = 0) -> DecodeOutput:
   """chunk: 0 = the model's k, 1 = left to right; jacobi_block: 0 = greedy Skip-AT, n > 0 = Jacobi

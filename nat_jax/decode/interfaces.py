@@ -14,6 +14,8 @@ from typing import Any, NamedTuple, Protocol
 import flax
 import jax
 
+from nat_jax.errors import ConfigError
+
 
 class DecodeOutput(NamedTuple):
   tokens: jax.Array  # i32[B, T], 0-padded after EOS
@@ -48,11 +50,15 @@ class LeftToRightScorer(Protocol):
     (AT: unchanged; IBDecoder: de-interleaved). Every left-to-right decoder returns what this gives."""
 
 
+def one_token_per_step_message(decoder: str, tokens_per_step: int) -> str:
+  return (f'{decoder} decodes one token per step; this model takes {tokens_per_step} (use a decoder that '
+          f'handles several tokens per step: greedy, multiword_beam, jacobi_*).')
+
+
 def require_one_token_per_step(scorer: LeftToRightScorer, decoder: str):
   """Decoders that extend a hypothesis one token at a time (beam) refuse other scorers."""
   if scorer.tokens_per_step != 1:
-    raise ValueError(f'{decoder} decodes one token per step; this model takes {scorer.tokens_per_step} '
-                     f'(use a decoder that handles several tokens per step: greedy, multiword_beam, jacobi_*).')
+    raise ConfigError(one_token_per_step_message(decoder, scorer.tokens_per_step))
 
 
 @flax.struct.dataclass

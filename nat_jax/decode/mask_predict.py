@@ -23,6 +23,7 @@ from nat_jax.decode.beam import add_beam_dim
 from nat_jax.decode.interfaces import DecodeOutput, MaskPredictor
 from nat_jax.decode.lengths import resolve_max_len
 from nat_jax.decode.registry import register_decoder
+from nat_jax.errors import ConfigError
 
 MIN_LENGTH = 2  # a candidate has at least one text token before its EOS
 
@@ -59,7 +60,7 @@ def mask_predict_decode(view: MaskPredictor, src: jax.Array, iterations: int = 1
   """Returns tokens i32[B, W] (text, EOS, then 0), the chosen candidate's mean text log-probability,
   and aux: length (tokens incl. EOS), length_clamped, iterations."""
   if iterations < 1 or length_beam < 1:
-    raise ValueError(f'mask_predict needs iterations >= 1 and length_beam >= 1, got {iterations} and {length_beam}.')
+    raise ConfigError(f'mask_predict needs iterations >= 1 and length_beam >= 1, got {iterations} and {length_beam}.')
   width = max(resolve_max_len(view, src, max_len), MIN_LENGTH)
   enc = view.encode(src)
   length_logp = view.length_log_probs(enc)  # [B, C]

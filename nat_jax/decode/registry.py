@@ -1,17 +1,21 @@
 """Decoder registry: `--decoder=<name> [--decoder.<opt>=<v>]` -> a jitted (params, src) -> DecodeOutput.
 
 A decoder registers with the Protocol its view must implement and its options with typed
-defaults, so an unknown or mistyped option is an error naming the valid ones. Which decoders a
-method supports follows from the views it offers; no method lists decoder names.
+defaults, so an unknown or mistyped option is an error naming the valid ones. Option values are
+checked before any work (`OPTION_RULES`, and a decoder's own `check` of what depends on the
+method, e.g. HRT's chunk size); every problem is a ConfigError naming the option. Which decoders a
+method supports follows from the views it offers and those checks; no method lists decoder names.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+import math
+from typing import Any, Callable, Optional
 
 import jax
 
 from nat_jax.decode.interfaces import DecodeOutput
+from nat_jax.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,38 +24,87 @@ class Decoder:
   fn: Callable[..., DecodeOutput]  # fn(view, src i32[B, S], **options)
   needs: type                      # the Protocol (nat_jax.decode.interfaces) its view implements
   defaults: dict[str, Any]
+  check: Optional[Callable[[Any, dict], None]] = None  # check(method, options): ConfigError if they cannot work
 
 
 DECODERS: dict[str, Decoder] = {}
 
+# What every decoder's option of that name must satisfy: (test, what it must be).
+OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    'beam_size': (lambda v: v >= 1, 'at least 1'),
+    'iterations': (lambda v: v >= 1, 'at least 1'),
+    'length_beam': (lambda v: v >= 1, 'at least 1'),
+    'b_at': (lambda v: v >= 1, 'at least 1'),
+    'b_nat': (lambda v: v >= 1, 'at least 1'),
+    'block_size': (lambda v: v >= 1, 'at least 1'),
+    'jacobi_block': (lambda v: v >= 0, '0 (off) or a block of at least 1 step'),
+    'chunk': (lambda v: v >= 0, "0 (the model's chunk size) or a chunk size"),
+    'max_len': (lambda v: v >= 0, "0 (the model's bound) or a positive number of tokens"),
+    'alpha': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
+    'beta': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
+}
+TRUE, FALSE = ('true', '1', 'yes'), ('false', '0', 'no')
 
-def register_decoder(name: str, needs: type, **defaults):
+
+def register_decoder(name: str, needs: type, check: Optional[Callable[[Any, dict], None]] = None, **defaults):
   def wrap(fn):
-    DECODERS[name] = Decoder(name, fn, needs, defaults)
+    DECODERS[name] = Decoder(name, fn, needs, defaults, check)
     return fn
   return wrap
 
 
+def parse_value(key: str, raw: str, kind: type):
+  """One option value from its string form: bools only as true/false (1/0, yes/no)."""
+  if kind is bool:
+    if raw.lower() in TRUE + FALSE:
+      return raw.lower() in TRUE
+    raise ConfigError(f'--decoder.{key}={raw!r}: expected true or false.')
+  try:
+    return kind(raw)
+  except ValueError:
+    raise ConfigError(f'--decoder.{key}={raw!r}: expected {kind.__name__}.') from None
+
+
 def parse_options(name: str, overrides: dict[str, str]) -> dict[str, Any]:
-  """Typed options of decoder `name` from string overrides; clear errors for unknown names/values."""
+  """Typed options of decoder `name` from string overrides; ConfigError for unknown names, unknown
+  options and values that break OPTION_RULES."""
   if name not in DECODERS:
-    raise ValueError(f'Unknown decoder {name!r}; available: {sorted(DECODERS)}.')
+    raise ConfigError(f'Unknown decoder {name!r}; available: {sorted(DECODERS)}.')
   options = dict(DECODERS[name].defaults)
   for key, raw in overrides.items():
     if key not in options:
-      raise ValueError(f'Decoder {name!r} has no option {key!r}; its options: {sorted(options)}.')
-    kind = type(options[key])
-    try:
-      options[key] = (raw.lower() in ('1', 'true', 'yes')) if kind is bool else kind(raw)
-    except ValueError:
-      raise ValueError(f'--decoder.{key}={raw!r}: expected {kind.__name__}.') from None
+      raise ConfigError(f'Decoder {name!r} has no option {key!r}; its options: {sorted(options)}.')
+    options[key] = parse_value(key, raw, type(options[key]))
+  for key, value in options.items():
+    test, requirement = OPTION_RULES.get(key, (None, ''))
+    if test is not None and not test(value):
+      raise ConfigError(f'--decoder.{key}={value}: {name} needs {requirement}.')
   return options
 
 
+def check_decoder(method, name: str, options: dict[str, Any]):
+  """ConfigError unless decoder `name` with `options` runs on `method`: the method offers its view,
+  `max_len` fits the run's decoder bound (config.max_decode_len), and the decoder's own check passes."""
+  decoder = DECODERS[name]
+  method_view(method, decoder.needs, f'Decoder {name!r}')
+  bound = getattr(method, 'max_target_len', None)
+  if bound is not None and options.get('max_len', 0) > bound:
+    raise ConfigError(f'--decoder.max_len={options["max_len"]}: this run decodes at most {bound} tokens '
+                      f'(its config.max_decode_len); use 0 (the bound for each source) or a value <= {bound}.')
+  if decoder.check is not None:
+    decoder.check(method, options)
+
+
 def decoders_for(method) -> list[str]:
-  """Names of the registered decoders whose Protocol the method offers a view for."""
-  offered = method.views()
-  return [name for name, d in DECODERS.items() if d.needs in offered]
+  """Names of the registered decoders that run on the method with their default options."""
+  names = []
+  for name, decoder in DECODERS.items():
+    try:
+      check_decoder(method, name, dict(decoder.defaults))
+      names.append(name)
+    except ConfigError:
+      pass
+  return names
 
 
 def method_view(method, protocol: type, user: str) -> Callable[[Any], Any]:
@@ -59,8 +112,9 @@ def method_view(method, protocol: type, user: str) -> Callable[[Any], Any]:
   needs it) and the method's decoders when it offers none."""
   build = method.views().get(protocol)
   if build is None:
-    raise ValueError(f'{user} needs a {protocol.__name__}, which method {method.name!r} does not offer; '
-                     f'its decoders: {decoders_for(method)}.')
+    names = [n for n, d in DECODERS.items() if d.needs in method.views()]
+    raise ConfigError(f'{user} needs a {protocol.__name__}, which method {method.name!r} does not offer; '
+                     f'its decoders: {names}.')
   return build
 
 
@@ -72,6 +126,7 @@ def make_decode_fn(method, name: str, options: dict[str, Any]) -> Callable[[Any,
 
 
 def build_decoder(method, name: str, overrides: dict[str, str]):
-  """(jitted decode fn, parsed options) from a decoder name and its string options."""
+  """(jitted decode fn, parsed options) from a decoder name and its string options, all checked."""
   options = parse_options(name, overrides)
+  check_decoder(method, name, options)
   return make_decode_fn(method, name, options), options

@@ -26,6 +26,8 @@ from typing import Callable, Optional
 
 import ml_collections
 
+from nat_jax.errors import ConfigError
+
 METHODS: dict[str, type] = {}
 DEFAULTS: dict[str, Callable[[], ml_collections.ConfigDict]] = {}  # method -> its config section's defaults
 
@@ -44,20 +46,20 @@ def check_method_config(config):
   """The recipe has the section of its method (and no other method's), with exactly its keys."""
   name = config.model.method
   if name not in METHODS:
-    raise ValueError(f'Unknown model.method {name!r}; registered methods: {sorted(METHODS)}.')
+    raise ConfigError(f'Unknown model.method {name!r}; registered methods: {sorted(METHODS)}.')
   strays = sorted(m for m in DEFAULTS if m != name and m in config)
   if strays:
-    raise ValueError(f'The config has a section for method {strays[0]!r} but model.method={name!r}; '
+    raise ConfigError(f'The config has a section for method {strays[0]!r} but model.method={name!r}; '
                      f'a recipe holds only the section of its own method.')
   if name not in DEFAULTS:
     return
   module = METHODS[name].__module__
   if name not in config:
-    raise ValueError(f'model.method={name!r} needs the config section {name!r}: add '
+    raise ConfigError(f'model.method={name!r} needs the config section {name!r}: add '
                      f'`c.{name} = {module}.default_config()` to the recipe (see configs/).')
   known, have = set(DEFAULTS[name]().keys()), set(config[name].keys())
   if have != known:
-    raise ValueError(f'config.{name}: unknown keys {sorted(have - known)}, missing keys {sorted(known - have)}; '
+    raise ConfigError(f'config.{name}: unknown keys {sorted(have - known)}, missing keys {sorted(known - have)}; '
                      f'its keys are those of {module}.default_config(): {sorted(known)}.')
 
 

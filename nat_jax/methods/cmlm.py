@@ -32,6 +32,7 @@ from nat_jax.methods.autoregressive import TransformerScorer
 from nat_jax.methods.sampling import random_subset
 from nat_jax.methods.teacher_forcing import DecoderInputs
 from nat_jax.models.transformer import Transformer, transformer_config
+from nat_jax.errors import ConfigError
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -68,7 +69,7 @@ class CmlmMethod:
 
   def __init__(self, config, vocab_size: int):
     if config.cmlm.length_loss_weight < 0:
-      raise ValueError(f'cmlm.length_loss_weight must be >= 0, got {config.cmlm.length_loss_weight}.')
+      raise ConfigError(f'cmlm.length_loss_weight must be >= 0, got {config.cmlm.length_loss_weight}.')
     self.length_classes = config.max_len + 1  # lengths 0 .. max_len (incl. EOS)
     self.model = Transformer(transformer_config(config.model, vocab_size, length_classes=self.length_classes))
     self.label_smoothing = config.label_smoothing

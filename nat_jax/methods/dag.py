@@ -39,6 +39,7 @@ from nat_jax.methods.sampling import random_subset
 from nat_jax.models.dag_transformer import DagTransformer
 from nat_jax.models.layers import NEG_INF
 from nat_jax.models.transformer import transformer_config
+from nat_jax.errors import ConfigError
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -103,14 +104,14 @@ class DagMethod:
   def __init__(self, config, vocab_size: int):
     dat = config.dat
     if dat.upsample_scale <= 0:
-      raise ValueError(f'dat.upsample_scale must be > 0, got {dat.upsample_scale}.')
+      raise ConfigError(f'dat.upsample_scale must be > 0, got {dat.upsample_scale}.')
     if dat.loss not in LOSSES:
-      raise ValueError(f'dat.loss must be one of {LOSSES}, got {dat.loss!r}.')
+      raise ConfigError(f'dat.loss must be one of {LOSSES}, got {dat.loss!r}.')
     if not 1 <= dat.ngram <= 4:
-      raise ValueError(f'dat.ngram must be in 1..4, got {dat.ngram}.')
+      raise ConfigError(f'dat.ngram must be in 1..4, got {dat.ngram}.')
     link_heads = dat.link_heads or config.model.num_heads
     if config.model.d_model % link_heads:
-      raise ValueError(f'model.d_model={config.model.d_model} must be divisible by dat.link_heads={link_heads}.')
+      raise ConfigError(f'model.d_model={config.model.d_model} must be divisible by dat.link_heads={link_heads}.')
     self.loss_name, self.ngram = dat.loss, dat.ngram
     self.upsample_scale = float(dat.upsample_scale)
     self.max_graph_size = self.graph_size(config.max_len)

@@ -47,6 +47,7 @@ from nat_jax.methods.autoregressive import TransformerScorer, autoregressive_inp
 from nat_jax.methods.cmlm import masked_inputs, random_mask
 from nat_jax.methods.teacher_forcing import DecoderInputs
 from nat_jax.models.transformer import Transformer, transformer_config
+from nat_jax.errors import ConfigError
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -127,12 +128,12 @@ class HrtMethod:
   def __init__(self, config, vocab_size: int):
     h = config.hrt
     if h.chunk < 1:
-      raise ValueError(f'hrt.chunk must be >= 1, got {h.chunk}.')
+      raise ConfigError(f'hrt.chunk must be >= 1, got {h.chunk}.')
     if h.chunk > config.max_len:
-      raise ValueError(f'hrt.chunk={h.chunk} is larger than the maximum target length max_len={config.max_len}: '
+      raise ConfigError(f'hrt.chunk={h.chunk} is larger than the maximum target length max_len={config.max_len}: '
                        'Skip-AT would write nothing but EOS; use a chunk of a few tokens (2-4).')
     if h.curriculum_lambda <= 0:
-      raise ValueError(f'hrt.curriculum_lambda must be > 0, got {h.curriculum_lambda}.')
+      raise ConfigError(f'hrt.curriculum_lambda must be > 0, got {h.curriculum_lambda}.')
     self.chunk = h.chunk
     self.curriculum = (h.curriculum_steps or config.total_steps, h.curriculum_lambda)
     self.skip_start = vocab_size  # <B_k>: the first input-only start token
@@ -200,7 +201,7 @@ class HrtView:
 
   def skip_scorer(self, chunk: int) -> TransformerScorer:
     if chunk not in (1, self.chunk):
-      raise ValueError(f'This HRT model was trained with chunk k={self.chunk}; it decodes with chunk {self.chunk} '
+      raise ConfigError(f'This HRT model was trained with chunk k={self.chunk}; it decodes with chunk {self.chunk} '
                        f'or 1 (left to right), not {chunk}.')
     start = self.skip_start if chunk > 1 else Tokenizer.bos_id
     return TransformerScorer(self.model, self.params, self.max_target_len, position_stride=chunk, start_token=start)

@@ -59,6 +59,7 @@ from nat_jax.methods.autoregressive import TransformerScorer
 from nat_jax.methods.teacher_forcing import DecoderInputs, teacher_forced_loss
 from nat_jax.models.layers import attention_mask
 from nat_jax.models.transformer import Transformer, transformer_config
+from nat_jax.errors import ConfigError
 
 NAMES = {(1, 1): 'AT', (2, 1): 'IBDecoder', (1, 2): 'SA', (2, 2): 'IBDecoder+SA', (4, 1): 'IMDecoder'}
 
@@ -72,7 +73,7 @@ def default_config() -> ml_collections.ConfigDict:
 
 def check_layout(h: int, c: int):
   if h < 1 or (h > 1 and h % 2) or c < 1:
-    raise ValueError(f'ibdecoder.h={h}, ibdecoder.c={c}: h must be 1 or even (2: IBDecoder, 4: IMDecoder) '
+    raise ConfigError(f'ibdecoder.h={h}, ibdecoder.c={c}: h must be 1 or even (2: IBDecoder, 4: IMDecoder) '
                      'and c >= 1 (2: SA).')
 
 

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.models.layers import Attention, Embed, FeedForward, attention_mask, layer_norm, sinusoidal_positions
+from nat_jax.errors import ConfigError
 
 DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16, 'float16': jnp.float16}
 
@@ -40,9 +41,9 @@ def transformer_config(model_cfg, vocab_size: int, **extra) -> TransformerConfig
   """ml_collections `config.model` -> TransformerConfig (clear errors for bad values); `extra` sets
   what a method adds (start_tokens, length_classes)."""
   if model_cfg.dtype not in DTYPES:
-    raise ValueError(f'model.dtype must be one of {sorted(DTYPES)}, got {model_cfg.dtype!r}.')
+    raise ConfigError(f'model.dtype must be one of {sorted(DTYPES)}, got {model_cfg.dtype!r}.')
   if model_cfg.d_model % model_cfg.num_heads:
-    raise ValueError(f'model.d_model={model_cfg.d_model} must be divisible by model.num_heads={model_cfg.num_heads}.')
+    raise ConfigError(f'model.d_model={model_cfg.d_model} must be divisible by model.num_heads={model_cfg.num_heads}.')
   return TransformerConfig(
       vocab_size=vocab_size, d_model=model_cfg.d_model, num_heads=model_cfg.num_heads, d_ff=model_cfg.d_ff,
       enc_layers=model_cfg.enc_layers, dec_layers=model_cfg.dec_layers, dropout=model_cfg.dropout,
