@@ -87,8 +87,15 @@ class Entry:
 
 
 def parse_decoder(spec: str) -> tuple[str, dict[str, str]]:
-  """'hrt/b_at=4/chunk=1' -> ('hrt', {'b_at': '4', 'chunk': '1'})."""
-  name, *opts = spec.split('/')
+  """'hrt/b_at=4/chunk=1' -> ('hrt', {'b_at': '4', 'chunk': '1'}). A part without '=' continues the
+  value before it, so a value may be a path: 'drafted/drafter=runs/dat:dag_lookahead/block=4'."""
+  name, *parts = spec.split('/')
+  opts = []
+  for part in parts:
+    if '=' in part or not opts:
+      opts.append(part)
+    else:
+      opts[-1] += '/' + part
   if not name or any('=' not in o for o in opts):
     raise ConfigError(f'decoder {spec!r}: expected name or name/opt=value/opt=value')
   return name, dict(o.split('=', 1) for o in opts)
@@ -273,7 +280,7 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
       raise ConfigError(f'{entry.workdir}: its {split} split differs from the first run\'s; the benchmark compares '
                        'runs on one test set.')
     specs = entry.decoders or default_decoders(run)
-    built = [decode.build_decoder(run.method, *parse_decoder(spec)) for spec in specs]  # a view the method lacks: here
+    built = [decode.build_decoder(run.method, *parse_decoder(spec), tokenizer=run.tokenizer) for spec in specs]  # a view the method lacks: here
     for spec, (decode_fn, options) in zip(specs, built):
       name = parse_decoder(spec)[0]
       label = f'{entry.label}:{spec}'

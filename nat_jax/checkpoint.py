@@ -164,8 +164,8 @@ def restore_checked(manager: ocp.CheckpointManager, abstract_state, step: int):
 def report_unusable(manager: ocp.CheckpointManager, step: int, error: Exception, fallback: Optional[int]):
   older = f'using step {fallback} instead' if fallback is not None else 'no older checkpoint to fall back to'
   reason = str(error).splitlines()[0][:200] if str(error) else ''
-  log.warning('checkpoint step %d in %s is unreadable (%s: %s); %s.', step, manager.directory,
-              type(error).__name__, reason, older)
+  log.warning('checkpoint step %d is unreadable (%s: %s) in %s; %s.', step, type(error).__name__, reason,
+              manager.directory, older)
 
 
 def restore_newest(manager: ocp.CheckpointManager, abstract_state, steps=None):

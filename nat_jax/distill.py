@@ -151,7 +151,7 @@ def distil(run, decoder: str, overrides: dict[str, str], out: str, splits: Seque
     raise DistillError(f'--splits={",".join(splits)}: each split must be one of {SPLITS}.')
   if chunk_sentences < 1 or batch_size < 1 or limit < 0:
     raise DistillError('--chunk_sentences and --batch_size must be >= 1 and --limit >= 0.')
-  decode_fn, options = decode.build_decoder(run.method, decoder, overrides)
+  decode_fn, options = decode.build_decoder(run.method, decoder, overrides, run.tokenizer)
   step = run.meta[0]['step'] if run.meta else None
   data = {k: run.config.data[k] for k in sorted(run.config.data.keys())}
   job = {'teacher': os.path.abspath(teacher_workdir), 'step': step, 'averaged_checkpoints': len(run.meta),

@@ -130,7 +130,7 @@ def validate_config(config: ml_collections.ConfigDict):
        'keep_checkpoints, keep_best and test_average must be >= 1'),
       (config.eval_max_sentences >= 0, 'eval_max_sentences must be >= 0 (0 = all)'),
       (config.warmup_steps >= 0, 'warmup_steps must be >= 0'),
-      (math.isfinite(config.learning_rate) and config.learning_rate > 0, 'learning_rate must be > 0'),
+      (math.isfinite(config.learning_rate) and config.learning_rate >= 0, 'learning_rate must be >= 0 (0: frozen)'),
       (0.0 <= config.data.get('raw_prob', 0.0) <= 1.0, 'data.raw_prob must be in [0, 1]'),
   ]
   for ok, msg in checks:
@@ -425,7 +425,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
       n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
       print(f'Model: {config.model.method}, {n_params / 1e6:.2f}M parameters.', flush=True)
     grad_fn, apply_fn, eval_fn = compile_steps(method, tx, mesh, state_sh)
-    decode_fn, _ = build_decoder(method, config.eval_decoder, {})
+    decode_fn, _ = build_decoder(method, config.eval_decoder, {}, tokenizer)
     metrics_log = MetricsLog(workdir, start, lead)
     loop = TrainLoop(config, method, tokenizer, mesh, grad_fn, apply_fn, eval_fn, decode_fn, batches, val_batches,
                      splits['validation'][:config.eval_max_sentences or None], ckpt, metrics_log, lead)
@@ -445,7 +445,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
 def final_test(config, workdir: str, examples, lead: bool):
   """Test-set BLEU (1 and all references), chrF, signatures and sample translations."""
   run = load_run(workdir, which='latest', average=config.test_average)
-  decode_fn, options = build_decoder(run.method, config.test_decoder, {})
+  decode_fn, options = build_decoder(run.method, config.test_decoder, {}, run.tokenizer)
   t0 = time.time()
   result, hyps = evaluate_bleu(run, decode_fn, examples, config.decode_batch_size)
   result.update(decoder=config.test_decoder, options=options, sentences=len(examples),

@@ -85,7 +85,7 @@ def main(argv):
     cli.check_output_file(FLAGS.output, 'output')
   run, (decode_fn, options) = cli.cli_prologue(
       argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
-      lambda run: decode.build_decoder(run.method, FLAGS.decoder, DECODER_OVERRIDES), FLAGS.dtype)
+      lambda run: decode.build_decoder(run.method, FLAGS.decoder, DECODER_OVERRIDES, run.tokenizer), FLAGS.dtype)
   work = lambda source, sink: translate_stream(run, decode_fn, source, sink, FLAGS.batch_size, FLAGS.chunk_lines,
                                                f'decoder {FLAGS.decoder} {options}')
   with open(FLAGS.input, 'rb') if FLAGS.input else sys.stdin.buffer as source:

@@ -101,6 +101,21 @@ def random_tiny_model(corpus, vocab_size: int, seed: int = 3, logit_scale: float
   return method, params
 
 
+def random_model(corpus, vocab_size: int, seed: int = 3, logit_scale: float = 4.0, **overrides):
+  """(method, unboxed params) of a randomly initialised tiny model of any method (overrides as in
+  tiny_config, e.g. {'model.method': 'hrt', 'hrt.chunk': 2}), dropout off, output embedding scaled as
+  in random_tiny_model."""
+  import jax
+  import jax.numpy as jnp
+  from flax import linen as nn
+  from nat_jax.methods import get_method
+  method = get_method(tiny_config(corpus, **{'model.dropout': 0.0, **overrides}), vocab_size)
+  dummy = {'source': jnp.ones((1, 5), jnp.int32), 'target': jnp.ones((1, 5), jnp.int32)}
+  params = nn.meta.unbox(method.init_params(jax.random.PRNGKey(seed), dummy))
+  params['embed']['embedding'] = params['embed']['embedding'] * logit_scale
+  return method, params
+
+
 @pytest.fixture(scope='session')
 def trained_run(tmp_path_factory, corpus, compile_cache) -> str:
   """Workdir of a tiny model trained for 8 steps (checkpoints at 2, 4, 6, 8)."""

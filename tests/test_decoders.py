@@ -48,6 +48,9 @@ class MarkovScorer:
   def read_out(self, tokens):
     return tokens
 
+  def write_in(self, tokens):
+    return tokens
+
 
 @flax.struct.dataclass
 class EosAtSlot(MarkovScorer):

@@ -28,6 +28,7 @@ def test_quickstart_notebook_runs(tmp_path, monkeypatch):
   assert len(translated) == 1 and (tmp_path / 'at_bible_tiny' / 'tensorboard').is_dir()
 
 
+@pytest.mark.slow  # about 5 minutes: trains five models; its parts have faster tests (dagviz, ddgviz, benchmark)
 @pytest.mark.parametrize('name', ['fast_methods_tour.ipynb'])
 def test_fast_methods_tour_notebook_runs(name, tmp_path, monkeypatch):
   execute(name, tmp_path, monkeypatch)

@@ -360,7 +360,7 @@ def test_method_dependent_options_are_checked_against_the_method(corpus):
   hrt = get_method(tiny_config(corpus, **{'model.method': 'hrt'}), 60)
   for chunk in ('0', '1', '2'):
     decode.build_decoder(hrt, 'hrt', {'chunk': chunk})
-  with pytest.raises(ConfigError, match='--decoder.chunk=3: this model writes every 2-th token'):
+  with pytest.raises(ConfigError, match='--decoder.chunk=3: this HRT model was trained with chunk k=2'):
     decode.build_decoder(hrt, 'hrt', {'chunk': '3'})
   with pytest.raises(ConfigError, match='b_nat <= b_at'):
     decode.build_decoder(hrt, 'hrt', {'b_at': '2', 'b_nat': '3'})

@@ -56,6 +56,10 @@ class Tokenizer:
     ids = ids[(ids >= 0) & (ids < self.vocab_size)]
     return one_line(self._sp.decode(ids[~self._skip[ids]].tolist()))
 
+  def same_vocabulary(self, other: 'Tokenizer') -> bool:
+    """Whether `other` is the same sentencepiece model (same pieces, same ids)."""
+    return self._sp.serialized_model_proto() == other._sp.serialized_model_proto()
+
   def decode_batch(self, ids_2d) -> list[str]:
     """`decode` of every row of an int array [batch, length]."""
     return [self.decode(row) for row in ids_2d]

@@ -6,6 +6,8 @@
   lengths.py     the decode-length bound and where a sequence ends (first EOS)
   greedy.py, beam.py, jacobi.py    left-to-right decoders (LeftToRightScorer; greedy and Jacobi take
                                    z tokens per step)
+  drafted.py                       drafted (speculative) decoding: another run drafts, the
+                                   LeftToRightScorer verifies a window per pass
   multiword_beam.py                beam search over steps of z tokens (IBDecoder / SA / IMDecoder)
   dag.py                           DA-Transformer decoders (GraphPredictor)
   mask_predict.py                  Mask-Predict (MaskPredictor: CMLM)
@@ -19,4 +21,4 @@ from nat_jax.decode.interfaces import DecodeOutput, Graph, GraphPredictor, Hybri
 from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, check_decoder, decoders_for, make_decode_fn,
                                      method_view, parse_options, register_decoder)
 
-from nat_jax.decode import beam, dag, greedy, hrt, jacobi, mask_predict, multiword_beam  # noqa: E402,F401  (register decoders)
+from nat_jax.decode import beam, dag, drafted, greedy, hrt, jacobi, mask_predict, multiword_beam  # noqa: E402,F401  (register decoders)

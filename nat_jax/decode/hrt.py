@@ -54,12 +54,12 @@ def check_hrt_options(method, options):
   """The registry's check: chunk is 0, 1 or the model's k; b_nat <= b_at; Jacobi only with b_at = 1."""
   k = getattr(method, 'chunk', None)
   if options['chunk'] not in (0, 1, k):
-    raise ConfigError(f'--decoder.chunk={options["chunk"]}: this model writes every {k}-th token; use 0 or {k} '
-                      '(hybrid decoding) or 1 (left to right).')
+    raise ConfigError(f'--decoder.chunk={options["chunk"]}: this HRT model was trained with chunk k={k}; use 0 or '
+                      f'{k} (hybrid decoding) or 1 (left to right).')
   if options['b_nat'] > options['b_at']:
     raise ConfigError(f'hrt needs b_nat <= b_at, got b_at={options["b_at"]}, b_nat={options["b_nat"]}.')
   if options['jacobi_block'] and options['b_at'] != 1:
-    raise ConfigError(f'hrt: jacobi_block={options["jacobi_block"]} replaces greedy Skip-AT and needs b_at=1 '
+    raise ConfigError(f'hrt: jacobi_block={options["jacobi_block"]} replaces greedy Skip-AT and needs b_at = 1 '
                       f'(got b_at={options["b_at"]}).')
 
 

@@ -49,6 +49,11 @@ class LeftToRightScorer(Protocol):
     """Decoded tokens in slot order i32[B, P] (0 after the first EOS) -> text order, EOS after the text
     (AT: unchanged; IBDecoder: de-interleaved). Every left-to-right decoder returns what this gives."""
 
+  def write_in(self, tokens: jax.Array) -> jax.Array:
+    """A whole output in text order i32[B, P] (EOS after the text, 0 after it) -> the tokens this view
+    would write, in slot order (AT: unchanged; HRT's Skip-AT: every k-th token; IBDecoder:
+    interleaved): how a draft of the output is laid out for verification (drafted decoding)."""
+
 
 def one_token_per_step_message(decoder: str, tokens_per_step: int) -> str:
   return (f'{decoder} decodes one token per step; this model takes {tokens_per_step} (use a decoder that '

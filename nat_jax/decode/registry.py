@@ -25,6 +25,10 @@ class Decoder:
   needs: type                      # the Protocol (nat_jax.decode.interfaces) its view implements
   defaults: dict[str, Any]
   check: Optional[Callable[[Any, dict], None]] = None  # check(method, options): ConfigError if they cannot work
+  # prepare(method, options, tokenizer) -> (extra_fn, extra_params, fn_options), run once when the decoder is
+  # built, for decoders that need another model (drafted: the drafter run): fn gets **extra_fn(extra_params, src)
+  # inside the same jit, and fn_options instead of the parsed options.
+  prepare: Optional[Callable[[Any, dict, Any], tuple[Callable, Any, dict]]] = None
 
 
 DECODERS: dict[str, Decoder] = {}
@@ -41,14 +45,17 @@ OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     'chunk': (lambda v: v >= 0, "0 (the model's chunk size) or a chunk size"),
     'max_len': (lambda v: v >= 0, "0 (the model's bound) or a positive number of tokens"),
     'alpha': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
+    'tau': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
+    'block': (lambda v: v >= 1, 'at least 1'),
     'beta': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
 }
 TRUE, FALSE = ('true', '1', 'yes'), ('false', '0', 'no')
 
 
-def register_decoder(name: str, needs: type, check: Optional[Callable[[Any, dict], None]] = None, **defaults):
+def register_decoder(name: str, needs: type, check: Optional[Callable[[Any, dict], None]] = None,
+                     prepare: Optional[Callable] = None, **defaults):
   def wrap(fn):
-    DECODERS[name] = Decoder(name, fn, needs, defaults, check)
+    DECODERS[name] = Decoder(name, fn, needs, defaults, check, prepare)
     return fn
   return wrap
 
@@ -118,15 +125,20 @@ def method_view(method, protocol: type, user: str) -> Callable[[Any], Any]:
   return build
 
 
-def make_decode_fn(method, name: str, options: dict[str, Any]) -> Callable[[Any, jax.Array], DecodeOutput]:
-  """jit(params, src i32[B, S]) -> DecodeOutput: decoder `name` on the method's view of `params`."""
+def make_decode_fn(method, name: str, options: dict[str, Any], tokenizer=None) -> Callable[[Any, jax.Array], DecodeOutput]:
+  """(params, src i32[B, S]) -> DecodeOutput, one jitted call: decoder `name` on the method's view of
+  `params` (and, for a decoder with `prepare`, the other model it needs; `tokenizer` is the run's)."""
   decoder = DECODERS[name]
   build = method_view(method, decoder.needs, f'Decoder {name!r}')
-  return jax.jit(lambda params, src: decoder.fn(build(params), src, **options))
+  if decoder.prepare is None:
+    return jax.jit(lambda params, src: decoder.fn(build(params), src, **options))
+  extra_fn, extra_params, fn_options = decoder.prepare(method, options, tokenizer)
+  jitted = jax.jit(lambda params, extra, src: decoder.fn(build(params), src, **extra_fn(extra, src), **fn_options))
+  return lambda params, src: jitted(params, extra_params, src)
 
 
-def build_decoder(method, name: str, overrides: dict[str, str]):
-  """(jitted decode fn, parsed options) from a decoder name and its string options, all checked."""
+def build_decoder(method, name: str, overrides: dict[str, str], tokenizer=None):
+  """(decode fn, parsed options) from a decoder name and its string options, all checked."""
   options = parse_options(name, overrides)
   check_decoder(method, name, options)
-  return make_decode_fn(method, name, options), options
+  return make_decode_fn(method, name, options, tokenizer), options

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import LeftToRightScorer
-from nat_jax.decode.lengths import decode_length_bound
+from nat_jax.decode.lengths import decode_length_bound, through_first_eos
 from nat_jax.methods import register
 from nat_jax.methods.teacher_forcing import DecoderInputs, teacher_forced_loss
 from nat_jax.models.layers import attention_mask
@@ -97,6 +97,19 @@ class TransformerScorer:
   def read_out(self, tokens):
     """Decoded tokens in slot order i32[B, P] (0 after EOS) -> text order: the same here."""
     return tokens
+
+  def write_in(self, tokens):
+    """Text order i32[B, P] -> slot order: every position_stride-th token (HRT's Skip-AT writes
+    s_k, s_2k, ..., s_N of the output padded with EOS to a multiple of k), 0 after the first EOS."""
+    k = self.position_stride
+    if k == 1:
+      return tokens
+    valid, _ = through_first_eos(tokens)
+    padded = jnp.where(valid, tokens, Tokenizer.eos_id)  # EOS from the first one on
+    padded = jnp.pad(padded, ((0, 0), (0, -tokens.shape[1] % k)), constant_values=Tokenizer.eos_id)
+    skips = padded[:, k - 1::k]
+    keep, _ = through_first_eos(skips)
+    return jnp.where(keep, skips, 0)
 
   def fill_logits(self, enc, tokens):
     """tokens i32[B, W] (0 = no slot) -> logits f32[B, W, V]: one non-causal pass, slot w at position w,

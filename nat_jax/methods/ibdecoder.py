@@ -193,6 +193,9 @@ class IbDecoderScorer(TransformerScorer):
   def read_out(self, tokens):
     return restore(tokens, self.h)
 
+  def write_in(self, tokens):
+    return reorder(tokens, self.h)
+
 
 @register('ibdecoder', default_config)
 class IbDecoderMethod:

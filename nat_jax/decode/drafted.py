@@ -1,0 +1,232 @@
+"""Drafted (speculative) decoding: a drafter proposes the whole output, the left-to-right verifier
+checks a window of it per pass and keeps the longest prefix it agrees with, plus its own next token.
+
+Exact mode (beta = 1) returns the verifier's greedy output token for token, whatever the draft: a
+draft token is accepted only when it equals the verifier's argmax given a prefix that is already
+final, so the accepted prefix is the one greedy would have written. A good draft only changes how
+many passes it takes: a pass over a window of W slots finalises between z and W tokens (z =
+tokens_per_step), so at most greedy's number of steps, and ceil(n / W) + 1 passes or fewer for a
+perfect draft of n tokens.
+
+Relaxed mode (SpecDec's rule, beta > 1): a drafted token is accepted while it is among the
+verifier's top `beta` at its position and its log-probability is within `tau` of the top one (the
+same as its logit within tau of the top logit); at the first failure the verifier's own top-1 token
+is kept. The output then differs from greedy; beta = 1 is exact mode whatever tau is.
+
+The loop (one jitted `lax.while_loop`, fixed shapes): every row has its own window start, its
+number of final tokens `fixed`; a pass feeds each row's slots [fixed, fixed + W) to the scorer
+(rows vmapped, so each writes its own cache slots; the cache of the final prefix is reused as it
+is) and reads the predictions of output tokens fixed .. fixed + W - 1. With z tokens per step
+(IBDecoder family) acceptance goes by whole steps of z tokens, as in Jacobi decoding.
+
+After a rejection, the window's later tokens are either the verifier's own predictions there
+(`update='jacobi'`: Jacobi's update, conditioned on the rejected draft) or the drafter's tokens
+(`update='draft'`: the draft stays in place; good when the drafter substitutes a word but keeps
+the alignment). Re-drafting the rest from the accepted prefix is not implemented.
+
+The draft comes from another run (`--decoder.drafter=<workdir>[:<decoder>[/opt=value...]]`, its
+output in text order, turned into the verifier's slot order by `scorer.write_in`), or from any
+function of the source for tests (`drafted_decode(..., draft=...)`).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+
+from nat_jax.data.tokenizer import Tokenizer
+from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
+from nat_jax.decode.jacobi import final_eos, jacobi_steps, leading_run
+from nat_jax.decode.lengths import through_first_eos
+from nat_jax.decode.registry import DECODERS, check_decoder, method_view, parse_options, register_decoder
+from nat_jax.errors import ConfigError
+
+
+@flax.struct.dataclass
+class DraftedState:
+  tokens: jax.Array      # i32[B, z+P]: start slots, then the final output tokens, then the draft
+  logp: jax.Array        # f32[B, z+P]: the verifier's log-probability of each final token
+  fixed: jax.Array       # i32[B]: output tokens 0..fixed-1 are final (a multiple of z)
+  done: jax.Array        # bool[B]: an EOS is final, or the length bound is reached
+  iterations: jax.Array  # i32[B]: passes the row itself needed
+  accepted: jax.Array    # i32[B]: draft tokens accepted (final tokens the verifier did not write itself)
+  passes: jax.Array      # i32[]: passes the batch ran
+  cache: Any
+  z: int = flax.struct.field(pytree_node=False, default=1)
+
+
+def rows_step_logits(scorer: LeftToRightScorer, enc, cache, tokens: jax.Array, starts: jax.Array):
+  """step_logits with a start per row: tokens i32[B, W] written to slots [starts[b], starts[b] + W)
+  -> (logits f32[B, W, V], cache). Batch 1 calls the scorer directly; more rows are vmapped, each
+  row a batch of one."""
+  if tokens.shape[0] == 1:
+    return scorer.step_logits(enc, cache, tokens, starts[0])
+
+  def one(enc_row, cache_row, tokens_row, start):
+    add, drop = (lambda x: x[None]), (lambda x: x[0])
+    logits, new = scorer.step_logits(jax.tree_util.tree_map(add, enc_row), jax.tree_util.tree_map(add, cache_row),
+                                     tokens_row[None], start)
+    return logits[0], jax.tree_util.tree_map(drop, new)
+  return jax.vmap(one)(enc, cache, tokens, starts)
+
+
+def row_slices(x: jax.Array, starts: jax.Array, width: int) -> jax.Array:
+  """x [B, N], starts i32[B] -> [B, width]: x[b, starts[b]:starts[b] + width]."""
+  return jax.vmap(lambda row, s: jax.lax.dynamic_slice_in_dim(row, s, width))(x, starts)
+
+
+def row_updates(x: jax.Array, update: jax.Array, starts: jax.Array) -> jax.Array:
+  """x [B, N] with update [B, W] written at starts[b] in each row."""
+  return jax.vmap(lambda row, u, s: jax.lax.dynamic_update_slice_in_dim(row, u, s, axis=0))(x, update, starts)
+
+
+def acceptable(logp: jax.Array, draft: jax.Array, beta: int, tau: float) -> tuple[jax.Array, jax.Array]:
+  """(ok bool[B, W], draft log-probabilities f32[B, W]): whether each drafted token may be kept
+  given the verifier's log-probabilities f32[B, W, V] there. beta = 1: it is the argmax (exact)."""
+  draft_lp = jnp.take_along_axis(logp, draft[..., None], axis=-1)[..., 0]  # [B, W]
+  top = jnp.argmax(logp, axis=-1)
+  if beta == 1:
+    return draft == top, draft_lp
+  rank = jnp.sum(logp > draft_lp[..., None], axis=-1)  # [B, W]: tokens strictly more probable
+  return (rank < beta) & (draft_lp >= jnp.max(logp, axis=-1) - tau), draft_lp
+
+
+def verify_pass(scorer: LeftToRightScorer, enc, state: DraftedState, width: int, t_max: int, beta: int, tau: float,
+                keep_draft: bool) -> DraftedState:
+  """One verifier pass over every row's window; the single implementation of a pass."""
+  z, batch = state.z, state.tokens.shape[0]
+  starts = state.fixed  # [B]: first fed slot = first non-final output token
+  logits, cache = rows_step_logits(scorer, enc, state.cache, row_slices(state.tokens, starts, width), starts)
+  logp = jax.nn.log_softmax(logits.astype(jnp.float32))  # [B, W, V]
+  top = jnp.argmax(logp, axis=-1).astype(jnp.int32)  # [B, W]: outputs fixed .. fixed+W-1
+  top_lp = jnp.max(logp, axis=-1)
+  draft = row_slices(state.tokens, starts + z, width)  # [B, W]: the draft of those outputs
+  ok, draft_lp = acceptable(logp, draft, beta, tau)
+  groups = leading_run(jnp.all(ok.reshape(batch, width // z, z), axis=2))  # [B]: whole steps accepted
+  index = jnp.arange(width)[None]  # [1, W]
+  took = index < z * groups[:, None]  # [B, W]: accepted draft tokens
+  final = index < z * jnp.minimum(groups[:, None] + 1, width // z)  # + the verifier's own step after them
+  later = draft if keep_draft else top
+  new = jnp.where(took, draft, jnp.where(final, top, later))
+  new_lp = jnp.where(took, draft_lp, top_lp)
+  live = ~state.done
+  new = jnp.where(live[:, None], new, draft)
+  old_lp = row_slices(state.logp, starts + z, width)
+  tokens = row_updates(state.tokens, new, starts + z)
+  all_logp = row_updates(state.logp, jnp.where(live[:, None] & final, new_lp, old_lp), starts + z)
+  gained = jnp.sum(final, axis=1).astype(jnp.int32)  # [B]
+  fixed = jnp.where(live, starts + gained, state.fixed)
+  accepted = state.accepted + jnp.where(live, z * groups, 0)
+  done = state.done | final_eos(tokens[:, z:], fixed, t_max)
+  return state.replace(tokens=tokens, logp=all_logp, fixed=fixed, done=done,
+                       iterations=state.iterations + live.astype(jnp.int32), accepted=accepted,
+                       passes=state.passes + 1, cache=cache)
+
+
+def init_state(scorer: LeftToRightScorer, enc, draft_slots: jax.Array, width: int, t_max: int) -> DraftedState:
+  """Draft (slot order, i32[B, any]) fitted into P = t_max + width output slots after z start slots."""
+  z = scorer.tokens_per_step
+  batch = draft_slots.shape[0]
+  size = t_max + width
+  draft = jnp.zeros((batch, size), jnp.int32).at[:, :min(size, draft_slots.shape[1])].set(
+      draft_slots[:, :size].astype(jnp.int32))
+  tokens = jnp.concatenate([jnp.full((batch, z), Tokenizer.bos_id, jnp.int32), draft], axis=1)  # [B, z+P]
+  zeros = jnp.zeros((batch,), jnp.int32)
+  return DraftedState(tokens, jnp.zeros(tokens.shape, jnp.float32), zeros, jnp.zeros((batch,), bool), zeros, zeros,
+                      jnp.int32(0), scorer.init_cache(enc, size), z)
+
+
+def drafted_search(scorer: LeftToRightScorer, enc, draft_slots: jax.Array, num_steps: int, block: int, beta: int = 1,
+                   tau: float = 0.0, keep_draft: bool = False) -> DraftedState:
+  """Verification of a slot-order draft in windows of `block` steps (block * z slots), as one
+  while_loop, from an encoder state; at most `num_steps` steps of z tokens."""
+  z = scorer.tokens_per_step
+  t_max, width = num_steps * z, block * z
+  state = init_state(scorer, enc, draft_slots, width, t_max)
+  return jax.lax.while_loop(lambda s: ~jnp.all(s.done),
+                            lambda s: verify_pass(scorer, enc, s, width, t_max, beta, tau, keep_draft), state)
+
+
+def finish(scorer: LeftToRightScorer, state: DraftedState, t_max: int) -> DecodeOutput:
+  """Greedy's output format with aux: iterations (the row's passes), passes (the batch's), steps
+  (tokens incl. EOS), accepted (draft tokens kept)."""
+  tokens, logp = state.tokens[:, state.z:state.z + t_max], state.logp[:, state.z:state.z + t_max]
+  valid, steps = through_first_eos(tokens)
+  aux = {'iterations': state.iterations, 'passes': jnp.full_like(steps, state.passes), 'steps': steps,
+         'accepted': jnp.minimum(state.accepted, steps)}
+  return DecodeOutput(scorer.read_out(jnp.where(valid, tokens, 0)), jnp.sum(jnp.where(valid, logp, 0.0), axis=1), aux)
+
+
+def drafted_decode(scorer: LeftToRightScorer, src: jax.Array, draft: jax.Array, *, block: int, beta: int = 1,
+                   tau: float = 0.0, update: str = 'jacobi', max_len: int = 0) -> DecodeOutput:
+  """src i32[B, S] and a draft of the output in text order i32[B, D] (EOS after the text, 0 after it)
+  -> the verified output (greedy's format). block: steps per pass (window of block * z slots)."""
+  if update not in UPDATES:
+    raise ValueError(f'drafted: update must be one of {UPDATES}, got {update!r}.')
+  num_steps = jacobi_steps(scorer, src, max_len)
+  enc = scorer.encode(src)
+  final = drafted_search(scorer, enc, scorer.write_in(draft), num_steps, block, beta, tau, update == 'draft')
+  return finish(scorer, final, num_steps * scorer.tokens_per_step)
+
+
+# --- the registered decoder: a drafter run, checked and loaded once ------------------------------
+def parse_drafter(spec: str) -> tuple[str, str, dict[str, str]]:
+  """'runs/dat:dag_lookahead' -> ('runs/dat', 'dag_lookahead', {}); 'runs/cmlm:mask_predict:iterations=2'
+  -> ('runs/cmlm', 'mask_predict', {'iterations': '2'}); 'runs/at' -> ('runs/at', '', {})."""
+  workdir, *rest = spec.split(':')
+  name, *opts = rest or ['']
+  if not workdir or (rest and not name) or any('=' not in o for o in opts):
+    raise ConfigError(f'--decoder.drafter={spec!r}: expected <workdir>[:<decoder>[:option=value...]]')
+  return workdir, name, dict(o.split('=', 1) for o in opts)
+
+
+def check_drafted(method, options):
+  if not options['drafter']:
+    raise ConfigError('drafted needs a drafter: --decoder.drafter=<workdir of a trained run>[:<decoder>] (any run '
+                      'with the same tokenizer; a non-autoregressive one drafts in one or a few passes).')
+  parse_drafter(options['drafter'])
+  if options['beta'] < 1:
+    raise ConfigError(f'--decoder.beta={options["beta"]}: drafted accepts a token among the verifier\'s top beta; '
+                      'beta must be at least 1 (1: exact, the verifier\'s greedy output).')
+  if options['update'] not in UPDATES:
+    raise ConfigError(f'--decoder.update={options["update"]!r}: one of {UPDATES}.')
+
+
+def load_drafter(method, options, tokenizer):
+  """The registry's prepare: (draft fn, drafter params, options of drafted_decode). Loads the drafter
+  run, refuses one with another tokenizer, and checks its decoder and options."""
+  from nat_jax.runs import TOKENIZER_FILE, load_run  # runs sit above decoders: imported when a drafted decoder is built
+  workdir, name, overrides = parse_drafter(options['drafter'])
+  if tokenizer is None:
+    raise ConfigError('drafted needs the verifier run\'s tokenizer to check the drafter against it.')
+  if not os.path.exists(os.path.join(workdir, TOKENIZER_FILE)):
+    load_run(workdir)  # its error names what is missing
+  if not tokenizer.same_vocabulary(Tokenizer(os.path.join(workdir, TOKENIZER_FILE))):
+    raise ConfigError(f'drafter {workdir} has another tokenizer than the verifier: drafts are token ids, so both '
+                      'runs must share spm.model (train the drafter with init_from or on a copy of the verifier\'s).')
+  run = load_run(workdir)
+  name = name or run.config.test_decoder
+  if name not in DECODERS or DECODERS[name].prepare is not None:
+    raise ConfigError(f'drafter decoder {name!r}: a registered decoder that needs no other model '
+                      f'(e.g. {[n for n, d in DECODERS.items() if d.prepare is None][:6]}).')
+  drafter_options = parse_options(name, overrides)
+  check_decoder(run.method, name, drafter_options)
+  build, fn = method_view(run.method, DECODERS[name].needs, f'drafter decoder {name!r}'), DECODERS[name].fn
+
+  def draft(params, src):
+    return {'draft': fn(build(params), src, **drafter_options).tokens}
+  return draft, run.params, {k: v for k, v in options.items() if k != 'drafter'}
+
+
+UPDATES = ('jacobi', 'draft')
+
+
+@register_decoder('drafted', LeftToRightScorer, check=check_drafted, prepare=load_drafter, drafter='', block=8,
+                  beta=1, tau=3.0, update='jacobi', max_len=0)
+def drafted(scorer: LeftToRightScorer, src: jax.Array, draft: jax.Array, block: int = 8, beta: int = 1,
+            tau: float = 3.0, update: str = 'jacobi', max_len: int = 0) -> DecodeOutput:
+  """The drafter's output verified `block` steps per pass; exact (the verifier's greedy output) with beta = 1."""
+  return drafted_decode(scorer, src, draft, block=block, beta=beta, tau=tau, update=update, max_len=max_len)
