@@ -87,12 +87,13 @@ class Entry:
 
 
 def parse_decoder(spec: str) -> tuple[str, dict[str, str]]:
-  """'hrt/b_at=4/chunk=1' -> ('hrt', {'b_at': '4', 'chunk': '1'}). A part without '=' continues the
-  value before it, so a value may be a path: 'drafted/drafter=runs/dat:dag_lookahead/block=4'."""
+  """'hrt/b_at=4/chunk=1' -> ('hrt', {'b_at': '4', 'chunk': '1'}). A part that does not start with
+  `option=` continues the value before it, so a value may be a path:
+  'drafted/drafter=/r/cmlm:mask_predict:iterations=1/block=4' -> drafter '/r/cmlm:mask_predict:iterations=1'."""
   name, *parts = spec.split('/')
   opts = []
   for part in parts:
-    if '=' in part or not opts:
+    if re.match(r'[A-Za-z_]\w*=', part) or not opts:
       opts.append(part)
     else:
       opts[-1] += '/' + part
@@ -240,6 +241,14 @@ def add_comparisons(rows: list[dict], hyps: dict[str, list[str]], baseline: str,
                             'batch1': ratio(latency(own), latency(r)), 'same_output': round(float(same), 4)}
 
 
+def tokens_per_pass(aux: dict):
+  """Output tokens (incl. EOS) per decoder pass of the row's sentences (mean steps / mean iterations):
+  drafted and Jacobi decoding's accepted length; None for decoders that report no iterations."""
+  if aux.get('iterations') and 'steps' in aux:
+    return round(aux['steps'] / aux['iterations'], 2)
+  return None
+
+
 def bleu_of(row) -> float:
   """The BLEU the picture and the fronts use: against all references (the only one if one)."""
   return row['quality'].get('all_refs', row['quality']['per_ref'][0])['bleu']
@@ -351,7 +360,7 @@ def markdown(report: dict) -> str:
           + ''.join(f'sent/s b={b} | ' for b in others)
           + 'b=1 speed-up vs greedy / beam | '
           + (f'b={largest} speed-up vs greedy / beam | ' if largest > 1 else '')
-          + 'vs own greedy: iterations / b=1 wall-clock / same output |')
+          + 'vs own greedy: iterations / b=1 wall-clock / same output | tokens per decoder pass |')
   lines += [head, '|' + '---|' * (head.count('|') - 1)]
   for r in rows:
     s, b1 = r['speed'], r['speed'].get('batch1', {})
@@ -363,6 +372,7 @@ def markdown(report: dict) -> str:
     if largest > 1:
       cells.append(f'{fmt(vs["greedy"][f"batch{largest}"])} / {fmt(vs["beam"][f"batch{largest}"])}')
     cells.append(f'{fmt(own.get("iterations"))} / {fmt(own.get("batch1"))} / {fmt(own.get("same_output"))}')
+    cells.append(fmt(tokens_per_pass(r['aux'])))
     lines.append('| ' + ' | '.join(cells) + ' |')
   for name, labels in report['pareto'].items():
     lines += ['', f'Pareto front ({name.replace("_", " ")}): ' + ', '.join(f'`{l}`' for l in labels)]

@@ -137,3 +137,16 @@ def test_default_decoders_follow_the_method(trained_run):
   assert entry == benchmark.Entry('runs/x', 'bfloat16', ()) and entry.label == 'x@bfloat16'
   assert benchmark.output_name('hrt_bible_tiny:hrt/b_at=4') == 'hrt_bible_tiny.hrt_b_at=4.txt'
   assert benchmark.parse_decoder('hrt/b_at=4/chunk=1') == ('hrt', {'b_at': '4', 'chunk': '1'})
+
+
+def test_decoder_option_values_may_be_paths():
+  """A drafter is a run directory: '/' inside a value does not start a new option."""
+  assert benchmark.parse_decoder('drafted/drafter=/r/cmlm_x:mask_predict:iterations=1/block=4') == (
+      'drafted', {'drafter': '/r/cmlm_x:mask_predict:iterations=1', 'block': '4'})
+  entry = benchmark.parse_entry('runs/at:greedy+drafted/drafter=runs/dat:dag_lookahead/beta=3', 'float32')
+  assert entry.decoders == ('greedy', 'drafted/drafter=runs/dat:dag_lookahead/beta=3')
+  assert benchmark.parse_decoder(entry.decoders[1]) == ('drafted', {'drafter': 'runs/dat:dag_lookahead', 'beta': '3'})
+  with pytest.raises(ValueError, match='expected name or name/opt=value'):
+    benchmark.parse_decoder('greedy/oops')
+  assert benchmark.tokens_per_pass({'steps': 12.0, 'iterations': 3.0}) == 4.0
+  assert benchmark.tokens_per_pass({'steps': 12.0}) is None
