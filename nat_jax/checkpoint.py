@@ -37,32 +37,42 @@ def _manager(directory: str, max_to_keep: int, best: bool = False) -> ocp.Checkp
   return ocp.CheckpointManager(os.path.abspath(directory), options=options)
 
 
-def state_checksum(state) -> Optional[str]:
-  """sha256 over every array of a pytree (path, dtype, shape, bytes, in tree order); None when an
-  array is not fully addressable by this process (multi-host sharding: not checked)."""
+def host_leaves(state) -> Optional[list[tuple[str, np.ndarray]]]:
+  """(path, host array) of every leaf in tree order; None when an array is not fully addressable by
+  this process (multi-host sharding: not checked)."""
   leaves = jax.tree_util.tree_leaves_with_path(state)
   if any(isinstance(x, jax.Array) and not x.is_fully_addressable for _, x in leaves):
     return None
+  return [(jax.tree_util.keystr(path), np.ascontiguousarray(jax.device_get(x))) for path, x in leaves]
+
+
+def checksum(leaves: Optional[list[tuple[str, np.ndarray]]]) -> Optional[str]:
+  """sha256 over `host_leaves` (path, dtype, shape, bytes); None for None."""
+  if leaves is None:
+    return None
   digest = hashlib.sha256()
   for path, x in leaves:
-    x = np.ascontiguousarray(jax.device_get(x))
-    digest.update(f'{jax.tree_util.keystr(path)}|{x.dtype}|{x.shape}|'.encode())
+    digest.update(f'{path}|{x.dtype}|{x.shape}|'.encode())
     digest.update(x.tobytes())
   return digest.hexdigest()
 
 
+def state_checksum(state) -> Optional[str]:
+  return checksum(host_leaves(state))
+
+
 def check_restored(state, meta: dict):
   """Raises CheckpointError when `state` does not match the checksum its meta recorded at save time,
-  or holds non-finite floating-point values."""
+  or holds non-finite floating-point values (each array copied to the host once)."""
+  leaves = host_leaves(state)
+  if leaves is None:
+    return
   want = meta.get('checksum')
-  if want is not None:
-    have = state_checksum(state)
-    if have is not None and have != want:
-      raise CheckpointError('its arrays do not match the checksum recorded when it was saved (changed on disk)')
-  for path, x in jax.tree_util.tree_leaves_with_path(state):
-    x = np.asarray(jax.device_get(x))
+  if want is not None and checksum(leaves) != want:
+    raise CheckpointError('its arrays do not match the checksum recorded when it was saved (changed on disk)')
+  for path, x in leaves:
     if np.issubdtype(x.dtype, np.floating) and not np.all(np.isfinite(x)):
-      raise CheckpointError(f'{jax.tree_util.keystr(path)} holds non-finite values')
+      raise CheckpointError(f'{path} holds non-finite values')
 
 
 def check_free_space(directory: str, state, margin: float = 1.1):

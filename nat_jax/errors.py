@@ -42,9 +42,6 @@ class DistillError(NatJaxError, ValueError):
 class _StderrHandler(logging.StreamHandler):
   """Writes to whatever sys.stderr is at the time (pytest's capture replaces it)."""
 
-  def __init__(self):
-    super().__init__()
-
   @property
   def stream(self):
     return sys.stderr

@@ -45,6 +45,9 @@ from nat_jax.decode.registry import DECODERS, check_decoder, method_view, parse_
 from nat_jax.errors import ConfigError
 
 
+UPDATES = ('jacobi', 'draft')  # what a window's tokens after a rejection become (module docstring)
+
+
 @flax.struct.dataclass
 class DraftedState:
   tokens: jax.Array      # i32[B, z+P]: start slots, then the final output tokens, then the draft
@@ -83,15 +86,16 @@ def row_updates(x: jax.Array, update: jax.Array, starts: jax.Array) -> jax.Array
   return jax.vmap(lambda row, u, s: jax.lax.dynamic_update_slice_in_dim(row, u, s, axis=0))(x, update, starts)
 
 
-def acceptable(logp: jax.Array, draft: jax.Array, beta: int, tau: float) -> tuple[jax.Array, jax.Array]:
+def acceptable(logp: jax.Array, top: jax.Array, top_lp: jax.Array, draft: jax.Array, beta: int,
+               tau: float) -> tuple[jax.Array, jax.Array]:
   """(ok bool[B, W], draft log-probabilities f32[B, W]): whether each drafted token may be kept
-  given the verifier's log-probabilities f32[B, W, V] there. beta = 1: it is the argmax (exact)."""
+  given the verifier's log-probabilities f32[B, W, V] there, their argmax `top` and its `top_lp`.
+  beta = 1: it is the argmax (exact)."""
   draft_lp = jnp.take_along_axis(logp, draft[..., None], axis=-1)[..., 0]  # [B, W]
-  top = jnp.argmax(logp, axis=-1)
   if beta == 1:
     return draft == top, draft_lp
   rank = jnp.sum(logp > draft_lp[..., None], axis=-1)  # [B, W]: tokens strictly more probable
-  return (rank < beta) & (draft_lp >= jnp.max(logp, axis=-1) - tau), draft_lp
+  return (rank < beta) & (draft_lp >= top_lp - tau), draft_lp
 
 
 def verify_pass(scorer: LeftToRightScorer, enc, state: DraftedState, width: int, t_max: int, beta: int, tau: float,
@@ -104,7 +108,7 @@ def verify_pass(scorer: LeftToRightScorer, enc, state: DraftedState, width: int,
   top = jnp.argmax(logp, axis=-1).astype(jnp.int32)  # [B, W]: outputs fixed .. fixed+W-1
   top_lp = jnp.max(logp, axis=-1)
   draft = row_slices(state.tokens, starts + z, width)  # [B, W]: the draft of those outputs
-  ok, draft_lp = acceptable(logp, draft, beta, tau)
+  ok, draft_lp = acceptable(logp, top, top_lp, draft, beta, tau)
   groups = leading_run(jnp.all(ok.reshape(batch, width // z, z), axis=2))  # [B]: whole steps accepted
   index = jnp.arange(width)[None]  # [1, W]
   took = index < z * groups[:, None]  # [B, W]: accepted draft tokens
@@ -219,9 +223,6 @@ def load_drafter(method, options, tokenizer):
   def draft(params, src):
     return {'draft': fn(build(params), src, **drafter_options).tokens}
   return draft, run.params, {k: v for k, v in options.items() if k != 'drafter'}
-
-
-UPDATES = ('jacobi', 'draft')
 
 
 @register_decoder('drafted', LeftToRightScorer, check=check_drafted, prepare=load_drafter, drafter='', block=8,
