@@ -112,7 +112,8 @@ def random_model(corpus, vocab_size: int, seed: int = 3, logit_scale: float = 4.
   method = get_method(tiny_config(corpus, **{'model.dropout': 0.0, **overrides}), vocab_size)
   dummy = {'source': jnp.ones((1, 5), jnp.int32), 'target': jnp.ones((1, 5), jnp.int32)}
   params = nn.meta.unbox(method.init_params(jax.random.PRNGKey(seed), dummy))
-  params['embed']['embedding'] = params['embed']['embedding'] * logit_scale
+  model = params.get('verifier', params)  # a self-drafting run holds its frozen verifier
+  model['embed']['embedding'] = model['embed']['embedding'] * logit_scale
   return method, params
 
 

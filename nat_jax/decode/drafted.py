@@ -22,23 +22,29 @@ is) and reads the predictions of output tokens fixed .. fixed + W - 1. With z to
 After a rejection, the window's later tokens are either the verifier's own predictions there
 (`update='jacobi'`: Jacobi's update, conditioned on the rejected draft) or the drafter's tokens
 (`update='draft'`: the draft stays in place; good when the drafter substitutes a word but keeps
-the alignment). Re-drafting the rest from the accepted prefix is not implemented.
+the alignment), or, with a draft head, the head's new drafts.
+
+Self-drafting (nat_jax.methods.selfdraft): a small draft head trained on the frozen verifier reads
+the verifier's final state at the last final token, which the pass just computed, and drafts the
+next window; no second encoder and no drafter pass over the whole sentence. The first window is
+drafted from the source alone. A whole-output drafter run is not re-drafted after a rejection.
 
 The draft comes from another run (`--decoder.drafter=<workdir>[:<decoder>[/opt=value...]]`, its
-output in text order, turned into the verifier's slot order by `scorer.write_in`), or from any
-function of the source for tests (`drafted_decode(..., draft=...)`).
+output in text order, turned into the verifier's slot order by `scorer.write_in`; a self-drafting
+run named without a decoder lends its head), from the verifier run's own head (a self-drafting
+run, no drafter named), or from any function of the source or any WindowDrafter for tests.
 """
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Optional
 
 import flax
 import jax
 import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
-from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
+from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer, WindowDrafter, one_token_per_step_message
 from nat_jax.decode.jacobi import final_eos, jacobi_steps, leading_run
 from nat_jax.decode.lengths import through_first_eos
 from nat_jax.decode.registry import DECODERS, check_decoder, method_view, parse_options, register_decoder
@@ -58,21 +64,27 @@ class DraftedState:
   accepted: jax.Array    # i32[B]: draft tokens accepted (final tokens the verifier did not write itself)
   passes: jax.Array      # i32[]: passes the batch ran
   cache: Any
+  head: Any = None       # the draft head's state (WindowDrafter.start), if a head drafts
   z: int = flax.struct.field(pytree_node=False, default=1)
 
 
-def rows_step_logits(scorer: LeftToRightScorer, enc, cache, tokens: jax.Array, starts: jax.Array):
+def rows_step(scorer: LeftToRightScorer, enc, cache, tokens: jax.Array, starts: jax.Array, states: bool = False):
   """step_logits with a start per row: tokens i32[B, W] written to slots [starts[b], starts[b] + W)
-  -> (logits f32[B, W, V], cache). Batch 1 calls the scorer directly; more rows are vmapped, each
-  row a batch of one."""
+  -> (logits f32[B, W, V], final decoder states [B, W, D] when `states` (the scorer's step_states)
+  else None, cache). Batch 1 calls the scorer directly; more rows are vmapped, each row a batch of one."""
+  def step(enc_, cache_, tokens_, start):
+    if states:
+      return scorer.step_states(enc_, cache_, tokens_, start)
+    logits, new = scorer.step_logits(enc_, cache_, tokens_, start)
+    return logits, None, new
+
   if tokens.shape[0] == 1:
-    return scorer.step_logits(enc, cache, tokens, starts[0])
+    return step(enc, cache, tokens, starts[0])
 
   def one(enc_row, cache_row, tokens_row, start):
     add, drop = (lambda x: x[None]), (lambda x: x[0])
-    logits, new = scorer.step_logits(jax.tree_util.tree_map(add, enc_row), jax.tree_util.tree_map(add, cache_row),
-                                     tokens_row[None], start)
-    return logits[0], jax.tree_util.tree_map(drop, new)
+    out = step(jax.tree_util.tree_map(add, enc_row), jax.tree_util.tree_map(add, cache_row), tokens_row[None], start)
+    return jax.tree_util.tree_map(drop, out)
   return jax.vmap(one)(enc, cache, tokens, starts)
 
 
@@ -99,11 +111,14 @@ def acceptable(logp: jax.Array, top: jax.Array, top_lp: jax.Array, draft: jax.Ar
 
 
 def verify_pass(scorer: LeftToRightScorer, enc, state: DraftedState, width: int, t_max: int, beta: int, tau: float,
-                keep_draft: bool) -> DraftedState:
-  """One verifier pass over every row's window; the single implementation of a pass."""
+                keep_draft: bool, head: Optional[WindowDrafter] = None) -> DraftedState:
+  """One verifier pass over every row's window; the single implementation of a pass. With a draft
+  `head`, the window after the new final prefix is re-drafted by the head from the verifier's
+  states of this pass."""
   z, batch = state.z, state.tokens.shape[0]
   starts = state.fixed  # [B]: first fed slot = first non-final output token
-  logits, cache = rows_step_logits(scorer, enc, state.cache, row_slices(state.tokens, starts, width), starts)
+  logits, hidden, cache = rows_step(scorer, enc, state.cache, row_slices(state.tokens, starts, width), starts,
+                                    states=head is not None)
   logp = jax.nn.log_softmax(logits.astype(jnp.float32))  # [B, W, V]
   top = jnp.argmax(logp, axis=-1).astype(jnp.int32)  # [B, W]: outputs fixed .. fixed+W-1
   top_lp = jnp.max(logp, axis=-1)
@@ -125,9 +140,15 @@ def verify_pass(scorer: LeftToRightScorer, enc, state: DraftedState, width: int,
   fixed = jnp.where(live, starts + gained, state.fixed)
   accepted = state.accepted + jnp.where(live, z * groups, 0)
   done = state.done | final_eos(tokens[:, z:], fixed, t_max)
+  head_state = state.head
+  if head is not None:  # z = 1: window slot j predicted output token starts + j
+    last = jnp.take_along_axis(tokens, (fixed + z - 1)[:, None], axis=1)[:, 0]  # [B]: output token fixed - 1
+    drafts, head_state = head.draft(head_state, hidden, starts, fixed, last)
+    redraft = row_updates(tokens, drafts[:, :width], fixed + z)  # outputs fixed .. (at most the window)
+    tokens = jnp.where((live & ~done)[:, None], redraft, tokens)
   return state.replace(tokens=tokens, logp=all_logp, fixed=fixed, done=done,
                        iterations=state.iterations + live.astype(jnp.int32), accepted=accepted,
-                       passes=state.passes + 1, cache=cache)
+                       passes=state.passes + 1, cache=cache, head=head_state)
 
 
 def init_state(scorer: LeftToRightScorer, enc, draft_slots: jax.Array, width: int, t_max: int) -> DraftedState:
@@ -139,19 +160,28 @@ def init_state(scorer: LeftToRightScorer, enc, draft_slots: jax.Array, width: in
       draft_slots[:, :size].astype(jnp.int32))
   tokens = jnp.concatenate([jnp.full((batch, z), Tokenizer.bos_id, jnp.int32), draft], axis=1)  # [B, z+P]
   zeros = jnp.zeros((batch,), jnp.int32)
-  return DraftedState(tokens, jnp.zeros(tokens.shape, jnp.float32), zeros, jnp.zeros((batch,), bool), zeros, zeros,
-                      jnp.int32(0), scorer.init_cache(enc, size), z)
+  return DraftedState(tokens=tokens, logp=jnp.zeros(tokens.shape, jnp.float32), fixed=zeros,
+                      done=jnp.zeros((batch,), bool), iterations=zeros, accepted=zeros, passes=jnp.int32(0),
+                      cache=scorer.init_cache(enc, size), z=z)
 
 
-def drafted_search(scorer: LeftToRightScorer, enc, draft_slots: jax.Array, num_steps: int, block: int, beta: int = 1,
-                   tau: float = 0.0, keep_draft: bool = False) -> DraftedState:
+def drafted_search(scorer: LeftToRightScorer, enc, draft_slots: Optional[jax.Array], num_steps: int, block: int,
+                   beta: int = 1, tau: float = 0.0, keep_draft: bool = False,
+                   head: Optional[WindowDrafter] = None) -> DraftedState:
   """Verification of a slot-order draft in windows of `block` steps (block * z slots), as one
-  while_loop, from an encoder state; at most `num_steps` steps of z tokens."""
+  while_loop, from an encoder state; at most `num_steps` steps of z tokens. With a draft `head`
+  (z = 1) the draft comes from the head, first from the source alone, then after every pass."""
   z = scorer.tokens_per_step
   t_max, width = num_steps * z, block * z
-  state = init_state(scorer, enc, draft_slots, width, t_max)
+  head_state = None
+  if head is not None:
+    if z != 1:
+      raise ConfigError(one_token_per_step_message('drafted with a draft head', z))
+    head_state = head.start(enc, t_max + width)
+    draft_slots = head.first(head_state)
+  state = init_state(scorer, enc, draft_slots, width, t_max).replace(head=head_state)
   return jax.lax.while_loop(lambda s: ~jnp.all(s.done),
-                            lambda s: verify_pass(scorer, enc, s, width, t_max, beta, tau, keep_draft), state)
+                            lambda s: verify_pass(scorer, enc, s, width, t_max, beta, tau, keep_draft, head), state)
 
 
 def finish(scorer: LeftToRightScorer, state: DraftedState, t_max: int) -> DecodeOutput:
@@ -164,15 +194,20 @@ def finish(scorer: LeftToRightScorer, state: DraftedState, t_max: int) -> Decode
   return DecodeOutput(scorer.read_out(jnp.where(valid, tokens, 0)), jnp.sum(jnp.where(valid, logp, 0.0), axis=1), aux)
 
 
-def drafted_decode(scorer: LeftToRightScorer, src: jax.Array, draft: jax.Array, *, block: int, beta: int = 1,
-                   tau: float = 0.0, update: str = 'jacobi', max_len: int = 0) -> DecodeOutput:
-  """src i32[B, S] and a draft of the output in text order i32[B, D] (EOS after the text, 0 after it)
-  -> the verified output (greedy's format). block: steps per pass (window of block * z slots)."""
+def drafted_decode(scorer: LeftToRightScorer, src: jax.Array, draft: Optional[jax.Array] = None, *, block: int,
+                   beta: int = 1, tau: float = 0.0, update: str = 'jacobi', max_len: int = 0,
+                   head: Optional[WindowDrafter] = None) -> DecodeOutput:
+  """src i32[B, S] and a draft of the output in text order i32[B, D] (EOS after the text, 0 after it),
+  or a draft `head` on the verifier's states instead -> the verified output (greedy's format).
+  block: steps per pass (window of block * z slots)."""
   if update not in UPDATES:
     raise ValueError(f'drafted: update must be one of {UPDATES}, got {update!r}.')
+  if (draft is None) == (head is None):
+    raise ValueError('drafted_decode takes a draft or a draft head (exactly one).')
   num_steps = jacobi_steps(scorer, src, max_len)
   enc = scorer.encode(src)
-  final = drafted_search(scorer, enc, scorer.write_in(draft), num_steps, block, beta, tau, update == 'draft')
+  slots = None if draft is None else scorer.write_in(draft)
+  final = drafted_search(scorer, enc, slots, num_steps, block, beta, tau, update == 'draft', head)
   return finish(scorer, final, num_steps * scorer.tokens_per_step)
 
 
@@ -188,10 +223,12 @@ def parse_drafter(spec: str) -> tuple[str, str, dict[str, str]]:
 
 
 def check_drafted(method, options):
-  if not options['drafter']:
+  if not options['drafter'] and WindowDrafter not in method.views():
     raise ConfigError('drafted needs a drafter: --decoder.drafter=<workdir of a trained run>[:<decoder>] (any run '
-                      'with the same tokenizer; a non-autoregressive one drafts in one or a few passes).')
-  parse_drafter(options['drafter'])
+                      'with the same tokenizer; a non-autoregressive one drafts in one or a few passes; a '
+                      'self-drafting run, configs/selfdraft_bible_tiny.py, drafts with its own head).')
+  if options['drafter']:
+    parse_drafter(options['drafter'])
   if options['beta'] < 1:
     raise ConfigError(f'--decoder.beta={options["beta"]}: drafted accepts a token among the verifier\'s top beta; '
                       'beta must be at least 1 (1: exact, the verifier\'s greedy output).')
@@ -203,6 +240,9 @@ def load_drafter(method, options, tokenizer):
   """The registry's prepare: (draft fn, drafter params, options of drafted_decode). Loads the drafter
   run, refuses one with another tokenizer, and checks its decoder and options."""
   from nat_jax.runs import TOKENIZER_FILE, load_run  # runs sit above decoders: imported when a drafted decoder is built
+  fn_options = {k: v for k, v in options.items() if k != 'drafter'}
+  if not options['drafter']:  # a self-drafting run: its scorer carries its head
+    return (lambda params, src: {}), None, fn_options
   workdir, name, overrides = parse_drafter(options['drafter'])
   if tokenizer is None:
     raise ConfigError('drafted needs the verifier run\'s tokenizer to check the drafter against it.')
@@ -212,6 +252,8 @@ def load_drafter(method, options, tokenizer):
     raise ConfigError(f'drafter {workdir} has another tokenizer than the verifier: drafts are token ids, so both '
                       'runs must share spm.model (train the drafter with init_from or on a copy of the verifier\'s).')
   run = load_run(workdir)
+  if not name and WindowDrafter in run.method.views():
+    return head_drafter(method, run), run.params, fn_options
   name = name or run.config.test_decoder
   if name not in DECODERS or DECODERS[name].prepare is not None:
     raise ConfigError(f'drafter decoder {name!r}: a registered decoder that needs no other model '
@@ -222,12 +264,31 @@ def load_drafter(method, options, tokenizer):
 
   def draft(params, src):
     return {'draft': fn(build(params), src, **drafter_options).tokens}
-  return draft, run.params, {k: v for k, v in options.items() if k != 'drafter'}
+  return draft, run.params, fn_options
+
+
+def head_drafter(method, run):
+  """extra_fn of a drafter run that is a draft head (self-drafting) for the verifier `method`."""
+  if not getattr(method, 'feeds_draft_heads', False):
+    raise ConfigError(f'drafter {run.method.label()} is a draft head on an autoregressive model\'s decoder states; '
+                      f'method {method.name!r} does not feed one (use an AT verifier, or a drafter run that '
+                      'writes whole drafts, e.g. <workdir>:greedy).')
+  want, have = run.method.model.cfg, method.model.cfg
+  if (want.d_model, want.vocab_size) != (have.d_model, have.vocab_size):
+    raise ConfigError(f'the draft head reads states of width {want.d_model} over {want.vocab_size} tokens; this '
+                      f'verifier has {have.d_model} over {have.vocab_size}: train the head on this verifier.')
+  build = run.method.views()[WindowDrafter]
+  return lambda params, src: {'head': build(params)}
 
 
 @register_decoder('drafted', LeftToRightScorer, check=check_drafted, prepare=load_drafter, drafter='', block=8,
                   beta=1, tau=3.0, update='jacobi', max_len=0)
-def drafted(scorer: LeftToRightScorer, src: jax.Array, draft: jax.Array, block: int = 8, beta: int = 1,
-            tau: float = 3.0, update: str = 'jacobi', max_len: int = 0) -> DecodeOutput:
-  """The drafter's output verified `block` steps per pass; exact (the verifier's greedy output) with beta = 1."""
-  return drafted_decode(scorer, src, draft, block=block, beta=beta, tau=tau, update=update, max_len=max_len)
+def drafted(scorer: LeftToRightScorer, src: jax.Array, draft: Optional[jax.Array] = None,
+            head: Optional[WindowDrafter] = None, block: int = 8, beta: int = 1, tau: float = 3.0,
+            update: str = 'jacobi', max_len: int = 0) -> DecodeOutput:
+  """The drafter's output verified `block` steps per pass; exact (the verifier's greedy output) with
+  beta = 1. Without a drafter run, a self-drafting run drafts with its own head."""
+  if draft is None and head is None:
+    head = scorer.draft_head
+  return drafted_decode(scorer, src, draft, head=head, block=block, beta=beta, tau=tau, update=update,
+                        max_len=max_len)

@@ -55,6 +55,26 @@ class LeftToRightScorer(Protocol):
     interleaved): how a draft of the output is laid out for verification (drafted decoding)."""
 
 
+class WindowDrafter(Protocol):
+  """A draft head on a one-token-per-step verifier's decoder states (drafted decoding, self-drafting):
+  after each verifier pass it drafts the next `window` tokens from the verifier's final states of
+  the final prefix. Verifiers that feed it offer `step_states` (step_logits + those states)."""
+  window: int  # W, tokens drafted per call
+
+  def start(self, enc: Any, num_slots: int) -> Any:
+    """Per-sentence state of the head (pytree, batch on axis 0) from the verifier's encoder state,
+    with room for the verifier's states of `num_slots` output slots."""
+
+  def first(self, head_state: Any) -> jax.Array:
+    """i32[B, W]: drafts of output tokens 0 .. W - 1, before any token is final."""
+
+  def draft(self, head_state: Any, states: jax.Array, starts: jax.Array, fixed: jax.Array,
+            last: jax.Array) -> tuple[jax.Array, Any]:
+    """states [B, W, D]: the verifier's final states of the window it just scored (slot starts + j
+    predicted output token starts + j); output tokens 0 .. fixed - 1 are now final, `last` i32[B]
+    the last of them -> (i32[B, W] drafts of output tokens fixed .. fixed + W - 1, head_state)."""
+
+
 def one_token_per_step_message(decoder: str, tokens_per_step: int) -> str:
   return (f'{decoder} decodes one token per step; this model takes {tokens_per_step} (use a decoder that '
           f'handles several tokens per step: greedy, multiword_beam, jacobi_*).')

@@ -69,4 +69,5 @@ def get_method(config, vocab_size: int):
   return METHODS[config.model.method](config, vocab_size)
 
 
-from nat_jax.methods import autoregressive, cmlm, dag, hrt, ibdecoder  # noqa: E402,F401  (register 'at', 'cmlm', 'dat', 'hrt', 'ibdecoder')
+# register 'at', 'cmlm', 'dat', 'hrt', 'ibdecoder', 'selfdraft'
+from nat_jax.methods import autoregressive, cmlm, dag, hrt, ibdecoder, selfdraft  # noqa: E402,F401

@@ -73,6 +73,12 @@ class TransformerScorer:
 
   def step_logits(self, enc, cache, tokens, start):
     """tokens i32[B, T] at target slots start..start+T-1 -> (logits f32[B, T, V], cache)."""
+    logits, _, cache = self.step_states(enc, cache, tokens, start)
+    return logits, cache
+
+  def step_states(self, enc, cache, tokens, start):
+    """step_logits that also returns the final decoder states: (logits f32[B, T, V], hidden [B, T, D],
+    cache); what a draft head reads (drafted decoding with a self-drafting run)."""
     b, t = tokens.shape
     num_slots = cache['positions'].shape[1]
     slots = start + jnp.arange(t)  # [T]
@@ -84,7 +90,7 @@ class TransformerScorer:
                             jnp.broadcast_to(mask, (b, t, num_slots)), enc['encoded'], enc['src_valid'],
                             cross_kv=enc['cross_kv'], cache=cache, cache_start=start,
                             directions=None if directions is None else jnp.broadcast_to(directions, (b, t)),
-                            method=Transformer.decode)
+                            method=Transformer.decode_states)
 
   def slot_positions(self, slots):
     """i32[T] target slots -> the positions they embed: slot * position_stride."""
@@ -133,6 +139,7 @@ class TransformerScorer:
 class AutoregressiveMethod:
   """Plain encoder-decoder Transformer trained with teacher forcing."""
   normalizer = 'tokens'
+  feeds_draft_heads = True  # its scorer offers step_states, one token per step (nat_jax.methods.selfdraft)
 
   def __init__(self, config, vocab_size: int):
     self.model = Transformer(transformer_config(config.model, vocab_size))

@@ -163,10 +163,19 @@ class Transformer(nn.Module):
     cache the new keys go to slots [cache_start, cache_start + T); directions i32[B, T] (IMDecoder) selects
     each slot's direction embedding. Returns (logits f32[B, T, V], cache or None).
     """
+    logits, _, new_cache = self.decode_states(tokens, positions, self_mask, encoded, src_valid,
+                                              deterministic=deterministic, cross_kv=cross_kv, cache=cache,
+                                              cache_start=cache_start, directions=directions)
+    return logits, new_cache
+
+  def decode_states(self, tokens, positions, self_mask, encoded, src_valid, *, deterministic: bool = True,
+                    cross_kv: Optional[list] = None, cache: Optional[dict] = None, cache_start=None,
+                    directions=None):
+    """`decode` that also returns the final hidden states: (logits f32[B, T, V], hidden [B, T, D], cache)."""
     x = self.embed_tokens(tokens, positions, deterministic=deterministic, directions=directions)
     hidden, new_cache = self.decode_hidden(x, positions, self_mask, encoded, src_valid, deterministic=deterministic,
                                            cross_kv=cross_kv, cache=cache, cache_start=cache_start)
-    return self.logits(hidden), new_cache
+    return self.logits(hidden), hidden, new_cache
 
   def decode_hidden(self, x, positions, self_mask, encoded, src_valid, *, deterministic: bool = True,
                     cross_kv: Optional[list] = None, cache: Optional[dict] = None, cache_start=None):

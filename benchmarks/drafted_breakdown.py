@@ -1,0 +1,148 @@
+"""Where drafted decoding spends its time at batch 1, against greedy and against a free, perfect draft.
+
+  python -m benchmarks.drafted_breakdown --workdir=runs/at_bible_tiny --drafter=runs/selfdraft_bible_tiny \
+      [--blocks=4,8] [--sentences=100] [--repeats=3]
+
+For each of the first `sentences` test sentences, translated alone (batch 1, its own padded width):
+the jitted greedy decode, the `drafted` decoder with --drafter (any drafter spec of that decoder;
+empty: the run's own draft head) and the ceiling, `drafted` verifying the verifier's own greedy
+output handed in as the draft (perfect and free), for each block. The decoders alternate within a
+sentence, forwards then backwards, `repeats` times; the median per sentence is kept. Reported: mean
+ms per sentence, speed-up over greedy, verifier passes, tokens per pass, ms per pass after the
+encoder, identical outputs; and, for a draft head, the head's acceptance by position on the same
+sentences: teacher-forced on the greedy output, from every boundary, the share of drafts whose
+first j tokens are all right (what a pass from that boundary accepts), and the head's share of a
+pass (head-drafted ms per pass minus the perfect draft's).
+"""
+from __future__ import annotations
+
+from absl import flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nat_jax import cli, decode
+from nat_jax.data import inference_batches, load_split
+from nat_jax.decode import LeftToRightScorer
+from nat_jax.decode.drafted import drafted_decode, parse_drafter
+from nat_jax.decode.interfaces import WindowDrafter
+from nat_jax.methods.autoregressive import autoregressive_inputs
+from nat_jax.models.transformer import Transformer
+from nat_jax.runs import load_run
+from nat_jax.timing import machine, timed
+from nat_jax.translation import encode_sources, source_lengths
+
+flags.DEFINE_string('workdir', None, 'The verifier run.')
+flags.DEFINE_string('drafter', '', 'The drafted decoder\'s drafter (<workdir>[:<decoder>...]); '
+                    'empty: the run\'s own head.')
+flags.DEFINE_list('blocks', ['4', '8'], 'Verification windows (steps per pass).')
+flags.DEFINE_integer('sentences', 100, 'Test sentences, each translated alone.')
+flags.DEFINE_integer('repeats', 3, 'Timed repeats per sentence and decoder (median).')
+FLAGS = flags.FLAGS
+
+
+def sentences(run, count: int) -> list[jax.Array]:
+  """The first `count` test sources, each i32[1, width] at the width translate would use."""
+  examples = load_split(run.config.data, 'test')[:count]
+  seqs = encode_sources([e.source for e in examples], run.tokenizer, run.config.max_len)
+  return [jnp.asarray(src) for _, src in inference_batches(seqs, 1, source_lengths(run.config.max_len))]
+
+
+def head_acceptance(run, head: WindowDrafter, src: jax.Array, greedy_tokens: jax.Array) -> np.ndarray:
+  """i64[W + 1]: over every boundary of the greedy output (its states teacher-forced), how many
+  leading drafts were right, counted by run length 0 .. W."""
+  scorer = run.method.views()[LeftToRightScorer](run.params)
+  params = run.params.get('verifier', run.params)
+  enc = scorer.encode(src)
+  inputs = autoregressive_inputs(greedy_tokens)
+  _, hidden, _ = run.method.model.apply({'params': params}, inputs.tokens, inputs.positions, inputs.self_mask(),
+                                        enc['encoded'], enc['src_valid'], method=Transformer.decode_states)
+  n = int(jnp.sum(greedy_tokens > 0))
+  counts = np.zeros(head.window + 1, np.int64)
+  state = head.start(enc, greedy_tokens.shape[1] + head.window)
+  padded = jnp.pad(greedy_tokens, ((0, 0), (0, head.window)))
+  for fixed in range(0, n):  # output tokens < fixed final; drafts of fixed .. fixed + W - 1
+    if fixed == 0:
+      drafts = head.first(state)
+    else:
+      states = jnp.pad(hidden, ((0, 0), (0, head.window), (0, 0)))[:, fixed - 1:fixed - 1 + head.window]
+      drafts, state = head.draft(state, states, jnp.array([fixed - 1]), jnp.array([fixed]),
+                                 greedy_tokens[:, fixed - 1])  # memory: slots up to fixed - 1 written by now
+    right = np.asarray(drafts[0] == padded[0, fixed:fixed + head.window])
+    counts[int(np.argmin(np.append(right, False)))] += 1
+  return counts
+
+
+def main(_):
+  cli.quiet_logs()
+  run = load_run(FLAGS.workdir)
+  build = decode.method_view(run.method, LeftToRightScorer, 'drafted_breakdown')
+  blocks = [int(b) for b in FLAGS.blocks]
+  greedy = decode.build_decoder(run.method, 'greedy', {})[0]
+  fns = {'greedy': lambda src, g: greedy(run.params, src)}
+  for block in blocks:
+    drafted = decode.build_decoder(run.method, 'drafted', {'drafter': FLAGS.drafter, 'block': str(block)},
+                                   tokenizer=run.tokenizer)[0]
+    perfect = jax.jit(lambda p, src, draft, b=block: drafted_decode(build(p), src, draft, block=b))
+    fns[f'drafted, block {block}'] = lambda src, g, fn=drafted: fn(run.params, src)
+    fns[f'perfect free draft, block {block}'] = lambda src, g, fn=perfect: fn(run.params, src, g)
+  encode = jax.jit(lambda p, src: build(p).encode(src))
+  head = None
+  if FLAGS.drafter and not parse_drafter(FLAGS.drafter)[1]:
+    drafter_run = load_run(parse_drafter(FLAGS.drafter)[0])
+    if WindowDrafter in drafter_run.method.views():
+      head, head_run = drafter_run.method.views()[WindowDrafter](drafter_run.params), drafter_run
+  elif not FLAGS.drafter and WindowDrafter in run.method.views():
+    head, head_run = run.method.views()[WindowDrafter](run.params), run
+  ms = {name: [] for name in fns}
+  passes = {name: [] for name in fns}
+  same = {name: 0 for name in fns}
+  enc_ms, counts = [], None
+  for i, src in enumerate(sentences(run, FLAGS.sentences)):
+    g = greedy(run.params, src).tokens
+    order = list(fns)
+    times = {name: [] for name in fns}
+    for name in order:  # compile this width, warm up
+      jax.block_until_ready(fns[name](src, g))
+    for r in range(FLAGS.repeats):
+      for name in (order if r % 2 == 0 else order[::-1]):
+        out, seconds = timed(lambda: fns[name](src, g))  # noqa: B023
+        times[name].append(seconds)
+    enc_ms.append(1e3 * float(np.median([timed(lambda: encode(run.params, src))[1] for _ in range(3)])))
+    for name in fns:
+      out = fns[name](src, g)
+      ms[name].append(1e3 * float(np.median(times[name])))
+      passes[name].append(int(out.aux['iterations'][0] if 'iterations' in out.aux else out.aux['steps'][0]))
+      same[name] += bool(jnp.all(out.tokens == g))
+    if head is not None:
+      these = head_acceptance(head_run, head, src, g)
+      counts = these if counts is None else counts + these
+  base = np.mean(ms['greedy'])
+  print(f'Verifier {FLAGS.workdir}, drafter {FLAGS.drafter or "(its own head)"}; {len(ms["greedy"])} test sentences '
+        f'alone (batch 1); mean encoder {np.mean(enc_ms):.2f} ms\n')
+  print('| decoder | ms per sentence | speed-up vs greedy | verifier passes (greedy: steps) | tokens per pass '
+        '| ms per pass after the encoder | same output as greedy |')
+  print('|---|---|---|---|---|---|---|')
+  for name in fns:
+    mean_ms, mean_passes = float(np.mean(ms[name])), float(np.mean(passes[name]))
+    print(f'| {name} | {mean_ms:.2f} | {base / mean_ms:.2f} | {mean_passes:.2f} | '
+          f'{np.sum(passes["greedy"]) / np.sum(passes[name]):.2f} | {(mean_ms - np.mean(enc_ms)) / mean_passes:.3f} | '
+          f'{same[name]}/{len(ms[name])} |')
+  if counts is not None:
+    reach = counts[::-1].cumsum()[::-1] / counts.sum()  # share of boundaries with >= j right leading drafts
+    print(f'\nDraft head acceptance from {counts.sum()} boundaries (teacher-forced on the greedy output): share with '
+          'the first j drafts all right')
+    print('| j | ' + ' | '.join(str(j) for j in range(1, head.window + 1)) + ' | mean accepted drafts |')
+    print('|---|' + '---|' * (head.window + 1))
+    mean_run = float(np.dot(np.arange(head.window + 1), counts) / counts.sum())
+    print('| share | ' + ' | '.join(f'{x:.3f}' for x in reach[1:]) + f' | {mean_run:.2f} |')
+    for block in blocks:
+      per_pass = lambda name: (np.mean(ms[name]) - np.mean(enc_ms)) / np.mean(passes[name])  # noqa: E731
+      extra = per_pass(f'drafted, block {block}') - per_pass(f'perfect free draft, block {block}')
+      print(f'block {block}: the head adds {extra:.3f} ms per pass (head-drafted pass minus a pass over a '
+            'handed-in draft)')
+  print(f'\nmachine: {machine()}')
+
+
+if __name__ == '__main__':
+  cli.run_command(main)
