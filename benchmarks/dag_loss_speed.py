@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nat_jax.losses import dag, fuzzy
-from nat_jax.models.layers import NEG_INF
+from nat_jax.core.masks import NEG_INF
 from nat_jax.timing import machine, median_timed
 
 

@@ -42,7 +42,8 @@ def main(_):
   params, build = run.params, decode.method_view(run.method, LeftToRightScorer, 'decode_speed')
   encode = jax.jit(lambda p, src: build(p).encode(src))
   step = jax.jit(lambda p, enc, cache, tokens, start: build(p).step_logits(enc, cache, tokens, start))
-  print('| decoder | rows | decode (ms) | encoder (ms) | one step (ms) | iterations | loop / (step x iterations) | (loop - encoder) / (step x iterations) |')
+  print('| decoder | rows | decode (ms) | encoder (ms) | one step (ms) | iterations | loop / (step x iterations) '
+        '| (loop - encoder) / (step x iterations) |')
   print('|---|---|---|---|---|---|---|---|')
   for name in FLAGS.decoders:
     decode_fn, options = decode.build_decoder(run.method, name, {})

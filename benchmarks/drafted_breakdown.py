@@ -82,7 +82,7 @@ def main(_):
   fns = {'greedy': lambda src, g: greedy(run.params, src)}
   for block in blocks:
     drafted = decode.build_decoder(run.method, 'drafted', {'drafter': FLAGS.drafter, 'block': str(block)},
-                                   tokenizer=run.tokenizer)[0]
+                                   tokenizer=run.tokenizer, load_run=load_run)[0]
     perfect = jax.jit(lambda p, src, draft, b=block: drafted_decode(build(p), src, draft, block=b))
     fns[f'drafted, block {block}'] = lambda src, g, fn=drafted: fn(run.params, src)
     fns[f'perfect free draft, block {block}'] = lambda src, g, fn=perfect: fn(run.params, src, g)

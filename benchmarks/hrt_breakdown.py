@@ -33,7 +33,8 @@ def main(_):
          'hrt': decode.build_decoder(run.method, 'hrt', {})[0],
          'cd1': decode.build_decoder(run.method, 'hrt', {'chunk': '1'})[0]}
   print(f'HRT run {FLAGS.workdir} (k = {run.method.chunk}); times in ms, median of {FLAGS.repeats}\n')
-  print('| rows | encoder | Skip-AT (enc + loop) | Skip-AT steps | fill (hrt - Skip-AT) | hrt | C_d = 1 | C_d = 1 steps '
+  print('| rows | encoder | Skip-AT (enc + loop) | Skip-AT steps | fill (hrt - Skip-AT) | hrt | C_d = 1 '
+        '| C_d = 1 steps '
         '| C_d = k speed-up |')
   print('|---|---|---|---|---|---|---|---|---|')
   for rows in map(int, FLAGS.batch_sizes):

@@ -25,7 +25,7 @@ from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode import DecodeOutput, HybridScorer
 from nat_jax.decode.greedy import greedy_search
 from nat_jax.decode.hrt import fill_chunks
-from nat_jax.decode.lengths import through_first_eos
+from nat_jax.core.tokens import through_first_eos
 from nat_jax.methods.hrt import chunk_samples
 from nat_jax.runs import load_run
 from nat_jax.scoring import score_translations

@@ -1,4 +1,5 @@
-"""The AT teacher fine-tuned on its own distillation with HRT's budget: the like-for-like AT of configs/hrt_bible_tiny.py.
+"""The AT teacher fine-tuned on its own distillation with HRT's budget: the like-for-like AT of
+configs/hrt_bible_tiny.py.
 
   python -m nat_jax.train --config=configs/at_bible_tiny.py --workdir=runs/at_bible_tiny
   python -m nat_jax.distill --workdir=runs/at_bible_tiny --out=runs/distill_at_bible_tiny --average=3

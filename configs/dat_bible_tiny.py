@@ -23,7 +23,6 @@ def get_config():
   c.dat = dag.default_config()
   c.dat.update(upsample_scale=4.0, loss='nll', glance_start=0.5, glance_end=0.1)
   c.data.distill_dir = 'runs/distill_at_bible_tiny'
-  c.label_smoothing = 0.0
   c.adam_b1, c.adam_b2 = 0.9, 0.999
   c.weight_decay = 0.01
   c.clip_norm = 0.1

@@ -1,4 +1,4 @@
-"""DA-Transformer on WMT14 En-De, the papers' setting (DESIGN §4.2): NLL pre-training with glancing.
+"""DA-Transformer on WMT14 En-De, the papers' setting (docs/methods.md §2): NLL pre-training with glancing.
 
   python -m nat_jax.train --config=configs/dat_wmt14_ende.py --workdir=runs/dat_wmt14_ende
 
@@ -30,7 +30,6 @@ def get_config():
   c.total_steps = 300_000
   c.clip_norm = 0.1
   c.weight_decay = 0.01
-  c.label_smoothing = 0.0
   c.eval_every = 5000
   c.checkpoint_every = 5000
   c.eval_max_sentences = 1000

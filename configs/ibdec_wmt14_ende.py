@@ -1,4 +1,4 @@
-"""IBDecoder (h = 2, c = 1) at Transformer-base size on WMT14 En-De, the paper's setting (DESIGN §4.5).
+"""IBDecoder (h = 2, c = 1) at Transformer-base size on WMT14 En-De, the paper's setting (docs/methods.md §4).
 
   python -m nat_jax.distill --workdir=runs/at_base_wmt14 --out=runs/distill_wmt14 --decoder=beam
   python -m nat_jax.train --config=configs/ibdec_wmt14_ende.py --workdir=runs/ibdec_wmt14_ende

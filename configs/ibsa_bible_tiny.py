@@ -1,4 +1,5 @@
-"""Tiny IBDecoder+SA (h = 2, c = 2: four tokens per step, two from each end) on the Bible corpus: configs/ibdec_bible_tiny.py with (h, c) = (2, 2),
+"""Tiny IBDecoder+SA (h = 2, c = 2: four tokens per step, two from each end) on the Bible corpus:
+configs/ibdec_bible_tiny.py with (h, c) = (2, 2),
 same model, distilled data and 1,000 updates as the AT student.
 
   python -m nat_jax.train --config=configs/ibsa_bible_tiny.py --workdir=runs/ibsa_bible_tiny

@@ -1,4 +1,5 @@
-"""Tiny IMDecoder (h = 4, c = 1: two segments, each decoded from both ends; trainable direction embeddings) on the Bible corpus: configs/ibdec_bible_tiny.py with (h, c) = (4, 1),
+"""Tiny IMDecoder (h = 4, c = 1: two segments, each decoded from both ends; trainable direction embeddings)
+on the Bible corpus: configs/ibdec_bible_tiny.py with (h, c) = (4, 1),
 same model, distilled data and 1,000 updates as the AT student.
 
   python -m nat_jax.train --config=configs/imdec_bible_tiny.py --workdir=runs/imdec_bible_tiny

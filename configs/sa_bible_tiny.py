@@ -1,4 +1,5 @@
-"""Tiny SA (h = 1, c = 2: two consecutive tokens per step, left to right) on the Bible corpus: configs/ibdec_bible_tiny.py with (h, c) = (1, 2),
+"""Tiny SA (h = 1, c = 2: two consecutive tokens per step, left to right) on the Bible corpus:
+configs/ibdec_bible_tiny.py with (h, c) = (1, 2),
 same model, distilled data and 1,000 updates as the AT student.
 
   python -m nat_jax.train --config=configs/sa_bible_tiny.py --workdir=runs/sa_bible_tiny

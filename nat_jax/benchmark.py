@@ -39,7 +39,7 @@ from absl import app, flags
 import jax
 import numpy as np
 
-from nat_jax import cli, decode
+from nat_jax import cli, decode, hugepages
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.models.transformer import DTYPES
@@ -289,7 +289,8 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
       raise ConfigError(f'{entry.workdir}: its {split} split differs from the first run\'s; the benchmark compares '
                        'runs on one test set.')
     specs = entry.decoders or default_decoders(run)
-    built = [decode.build_decoder(run.method, *parse_decoder(spec), tokenizer=run.tokenizer) for spec in specs]  # a view the method lacks: here
+    built = [decode.build_decoder(run.method, *parse_decoder(spec), tokenizer=run.tokenizer, load_run=load_run)
+             for spec in specs]  # a view the method lacks: here
     for spec, (decode_fn, options) in zip(specs, built):
       name = parse_decoder(spec)[0]
       label = f'{entry.label}:{spec}'
@@ -297,14 +298,14 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
       speed, hyps[label], aux = measure_decoder(run, decode_fn, sources, batch_sizes=batch_sizes,
                                                 latency_sentences=latency_sentences, batch1_runs=batch1_runs)
       rows.append({'label': label, 'run': entry.label, 'workdir': entry.workdir, 'dtype': entry.dtype,
-                   'method': run.method.label(), 'step': run.meta[0]['step'],
+                   'method': run.method.label(), 'method_name': run.method.name, 'step': run.meta[0]['step'],
                    'layers': f'E{run.config.model.enc_layers}D{run.config.model.dec_layers}',
                    'decoder': name, 'decoder_spec': spec, 'options': options,
                    'quality': reference_view(hyps[label], examples), 'speed': speed,
                    'aux': {k: round(float(np.mean(v)), 3) for k, v in aux.items()}})
       log(f'  {json.dumps({"bleu": bleu_of(rows[-1]), **speed})}')
     del run
-  baseline = baseline or next((r['run'] for r in rows if r['method'] == 'at'), rows[0]['run'])
+  baseline = baseline or next((r['run'] for r in rows if r['method_name'] == 'at'), rows[0]['run'])
   if baseline not in {r['run'] for r in rows}:
     raise ConfigError(f'--baseline={baseline!r} is not among the runs {sorted({r["run"] for r in rows})}.')
   add_comparisons(rows, hyps, baseline, batch_sizes[-1])
@@ -463,6 +464,13 @@ def main(argv):
   run_from_flags(lambda: [parse_entry(spec, FLAGS.dtype) for spec in FLAGS.runs], FLAGS.baseline, FLAGS.out)
 
 
-if __name__ == '__main__':
+def console():
+  """The `nat-jax-benchmark` command (a console script of the installed package): the same as
+  `python -m nat_jax.benchmark`."""
+  hugepages.reexec_command_line()
   define_flags()
   cli.run_command(main)
+
+
+if __name__ == '__main__':
+  console()

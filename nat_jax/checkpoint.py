@@ -193,7 +193,8 @@ def restore_newest(manager: ocp.CheckpointManager, abstract_state, steps=None):
 
 
 def load_params(workdir: str, abstract_state, which: str = 'latest', average: int = 1):
-  """Params (of a full abstract train state) for inference: from `checkpoints/` (which='latest') or `best/` (which='best').
+  """Params (of a full abstract train state) for inference: from `checkpoints/` (which='latest') or
+  `best/` (which='best').
 
   average > 1 averages the params of the newest (latest) or best (best) `average` usable
   checkpoints. Raises CheckpointError naming the workdir when nothing can be read.

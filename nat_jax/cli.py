@@ -78,15 +78,35 @@ def parse_flags(argv: list[str]) -> list[str]:
   """absl's parse with one-line errors: an unknown flag, a bad value, a missing recipe file and an
   unknown `--config.<key>` (naming the closest valid key, or the method a section belongs to)."""
   recipe = next((a.split('=', 1)[1] for a in argv[1:] if a.startswith('--config=')), None)
-  if recipe is not None and not os.path.isfile(recipe.split(':', 1)[0]):
-    fail(f'--config={recipe}: no such recipe file; recipes are the files in configs/ '
-         f'(e.g. --config=configs/at_bible_tiny.py).')
+  if recipe is not None:
+    given, _, rest = recipe.partition(':')
+    path = recipe_path(given)
+    if path is None:
+      fail(f'--config={recipe}: no such recipe file or recipe name; recipes are the files in configs/, by path '
+           f'(--config=configs/at_bible_tiny.py) or by name (--config=at_bible_tiny).')
+    recipe = path + (':' + rest if rest else '')
+    argv = [f'--config={recipe}' if a.startswith('--config=') else a for a in argv]
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
     fail(str(e).splitlines()[0])
   except Exception as e:  # ml_collections raises KeyError / AttributeError / TypeError for overrides
     fail(config_override_problem(recipe, argv) or f'{type(e).__name__}: {str(e).splitlines()[0]}')
+
+
+def recipe_path(given: str) -> Optional[str]:
+  """A recipe file: `given` itself if it is a file, else the recipe of that name in the `configs`
+  package (installed with nat_jax: `--config=at_bible_tiny` works from any directory), else None."""
+  if os.path.isfile(given):
+    return given
+  if os.sep in given or '/' in given:
+    return None
+  spec = importlib.util.find_spec('configs')
+  if spec is None or not spec.submodule_search_locations:
+    return None
+  name = given if given.endswith('.py') else given + '.py'
+  path = os.path.join(list(spec.submodule_search_locations)[0], name)
+  return path if os.path.isfile(path) else None
 
 
 def _flat_keys(config, prefix: str = '') -> list[str]:

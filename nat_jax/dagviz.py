@@ -23,9 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nat_jax import cli
+from nat_jax import cli, hugepages
 from nat_jax.decode import GraphPredictor, method_view
-from nat_jax.decode.dag import DAG_PATHS, clean_path_tokens
+from nat_jax.core.tokens import clean_path_tokens
+from nat_jax.decode.dag import DAG_PATHS
 from nat_jax.ddgviz import SPECIAL_PIECES, output_paths, probabilities
 from nat_jax.translation import encode_sources
 
@@ -209,6 +210,13 @@ def main(argv):
   print(f'wrote {png} and {page}')
 
 
-if __name__ == '__main__':
+def console():
+  """The `nat-jax-dagviz` command (a console script of the installed package): the same as
+  `python -m nat_jax.dagviz`."""
+  hugepages.reexec_command_line()
   define_flags()
   cli.run_command(main)
+
+
+if __name__ == '__main__':
+  console()

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from absl import app, flags
 import numpy as np
 
-from nat_jax import cli
+from nat_jax import cli, hugepages
 from nat_jax.data import Tokenizer
 from nat_jax.decode import LeftToRightScorer, jacobi, method_view
 from nat_jax.translation import encode_sources
@@ -102,7 +102,8 @@ def render_html(grid: Grid, title: str) -> str:
   head = ''.join(f'<th>{j + 1}<br>{html.escape(p)}</th>' for j, p in enumerate(grid.final_pieces))
   rows = []
   for i, pieces in enumerate(grid.pieces):
-    cells = ''.join(f'<td class="{STATE_NAMES[grid.states[i, j]]}">{html.escape(p)}<br><small>{grid.probs[i, j]:.2f}</small></td>'
+    cells = ''.join(f'<td class="{STATE_NAMES[grid.states[i, j]]}">{html.escape(p)}'
+                    f'<br><small>{grid.probs[i, j]:.2f}</small></td>'
                     for j, p in enumerate(pieces))
     rows.append(f'<tr><th>{i + 1}</th>{cells}</tr>')
   legend = ' '.join(f'<span class="box {s}">{s}</span>' for s in STATE_NAMES)
@@ -138,6 +139,13 @@ def main(argv):
   print(f'{title}\nwrote {png} and {page}')
 
 
-if __name__ == '__main__':
+def console():
+  """The `nat-jax-ddgviz` command (a console script of the installed package): the same as
+  `python -m nat_jax.ddgviz`."""
+  hugepages.reexec_command_line()
   define_flags()
   cli.run_command(main)
+
+
+if __name__ == '__main__':
+  console()

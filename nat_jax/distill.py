@@ -36,12 +36,13 @@ from absl import flags
 import jax
 from tqdm import tqdm
 
-from nat_jax import cli, decode
+from nat_jax import cli, decode, hugepages
 from nat_jax.data import load_split
 from nat_jax.data.distilled import MANIFEST, tsv_field
 from nat_jax.data.sources import SPLITS
 from nat_jax.errors import DistillError, log
 from nat_jax.files import remove_stale_temporaries, write_atomic
+from nat_jax.runs import load_run
 from nat_jax.translation import encode_sources, translate_texts
 
 FLAGS = flags.FLAGS
@@ -106,7 +107,7 @@ def distil_split(run, decode_fn, split: str, out: str, job: dict, *, limit: int,
   todo = [i for i in mine if not os.path.exists(chunk_path(i))]
   done_sentences = sum(chunks[i][1] - chunks[i][0] for i in mine if i not in todo)
   total = sum(chunks[i][1] - chunks[i][0] for i in mine)
-  with tqdm(total=total, initial=done_sentences, desc=f'distil {split}', unit='sent', dynamic_ncols=True,
+  with tqdm(total=total, initial=done_sentences, desc=f'distill {split}', unit='sent', dynamic_ncols=True,
             file=sys.stderr, mininterval=2.0) as bar:
     for i in todo:
       start, stop = chunks[i]
@@ -142,7 +143,7 @@ def distil_split(run, decode_fn, split: str, out: str, job: dict, *, limit: int,
   return entry
 
 
-def distil(run, decoder: str, overrides: dict[str, str], out: str, splits: Sequence[str], *, limit: int = 0,
+def distill(run, decoder: str, overrides: dict[str, str], out: str, splits: Sequence[str], *, limit: int = 0,
            batch_size: int = 64, chunk_sentences: int = 1024, process_index: int = 0, process_count: int = 1,
            wait_seconds: float = 86400, teacher_workdir: str = '') -> dict:
   """Distil `splits` with the teacher `run` into `out`; returns the manifest (written by process 0)."""
@@ -151,7 +152,7 @@ def distil(run, decoder: str, overrides: dict[str, str], out: str, splits: Seque
     raise DistillError(f'--splits={",".join(splits)}: each split must be one of {SPLITS}.')
   if chunk_sentences < 1 or batch_size < 1 or limit < 0:
     raise DistillError('--chunk_sentences and --batch_size must be >= 1 and --limit >= 0.')
-  decode_fn, options = decode.build_decoder(run.method, decoder, overrides, run.tokenizer)
+  decode_fn, options = decode.build_decoder(run.method, decoder, overrides, run.tokenizer, load_run)
   step = run.meta[0]['step'] if run.meta else None
   data = {k: run.config.data[k] for k in sorted(run.config.data.keys())}
   job = {'teacher': os.path.abspath(teacher_workdir), 'step': step, 'averaged_checkpoints': len(run.meta),
@@ -182,7 +183,7 @@ def define_flags():
   flags.DEFINE_string('workdir', None, 'Teacher run directory (any method with a left-to-right decoder).')
   flags.DEFINE_string('out', None, 'Directory for <split>.tsv and manifest.json.')
   flags.DEFINE_string('decoder', 'beam', 'Teacher decoder; options via --decoder.<opt>=<v> (default beam, beam 4).')
-  flags.DEFINE_list('splits', ['train', 'validation'], 'Splits to distil.')
+  flags.DEFINE_list('splits', ['train', 'validation'], 'Splits to distill.')
   flags.DEFINE_integer('limit', 0, 'Distil only the first N examples of each split (0 = all; smoke runs).')
   flags.DEFINE_integer('batch_size', 64, 'Sentences per decoding batch.')
   flags.DEFINE_integer('chunk_sentences', 1024, 'Sentences per resumable chunk.')
@@ -208,7 +209,7 @@ def main(argv):
                             lambda run: decode.check_decoder(run.method, FLAGS.decoder,
                                                              decode.parse_options(FLAGS.decoder, DECODER_OVERRIDES)))
   t0 = time.time()
-  manifest = distil(run, FLAGS.decoder, DECODER_OVERRIDES, FLAGS.out, FLAGS.splits, limit=FLAGS.limit,
+  manifest = distill(run, FLAGS.decoder, DECODER_OVERRIDES, FLAGS.out, FLAGS.splits, limit=FLAGS.limit,
                     batch_size=FLAGS.batch_size, chunk_sentences=FLAGS.chunk_sentences,
                     process_index=process_index, process_count=process_count, wait_seconds=FLAGS.wait_seconds,
                     teacher_workdir=FLAGS.workdir)
@@ -219,6 +220,13 @@ def main(argv):
           f'in {time.time() - t0:.0f}s -> {FLAGS.out}: {counts}', flush=True)
 
 
-if __name__ == '__main__':
+def console():
+  """The `nat-jax-distill` command (a console script of the installed package): the same as
+  `python -m nat_jax.distill`."""
+  hugepages.reexec_command_line()
   define_flags()
   cli.run_command(main, DECODER_OVERRIDES)
+
+
+if __name__ == '__main__':
+  console()

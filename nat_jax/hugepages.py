@@ -11,7 +11,8 @@ pages (madvise): 35-50x fewer faults, the same training results.
 glibc reads its tunables when a process starts, so `python -m nat_jax.<command>` and
 `python -m benchmarks.<name>` re-execute themselves once with the tunable added, before any of
 their modules (or JAX) is imported: `nat_jax/__init__.py` calls `reexec_command_line()` while
-Python is still locating the `-m` module. Nothing happens when the tunable is already set, on
+Python is still locating the `-m` module. The installed console scripts (`nat-jax-train`, ...)
+re-execute from their `console()`, before JAX allocates anything. Nothing happens when the tunable is already set, on
 other systems (macOS, musl, Windows, glibc < 2.35), when transparent huge pages are disabled
 ('never'), or with NAT_JAX_HUGEPAGES=0 in the environment. Importing nat_jax as a library never
 re-executes anything.
@@ -25,6 +26,7 @@ from typing import Mapping, Optional, Sequence
 TUNABLE = 'glibc.malloc.hugetlb=1'
 OPT_OUT = 'NAT_JAX_HUGEPAGES'  # set to 0 to keep the process as started
 PACKAGES = ('nat_jax.', 'benchmarks.')  # `python -m` targets that re-execute
+CONSOLE_PREFIX = 'nat-jax-'  # and the installed console scripts (pyproject.toml), from their console()
 THP_SETTING = '/sys/kernel/mm/transparent_hugepage/enabled'
 
 
@@ -63,19 +65,28 @@ def module_of(argv: Sequence[str]) -> Optional[str]:
   return None
 
 
+def console_script_of(argv: Sequence[str]) -> Optional[str]:
+  """The name of one of our console scripts run as `python <bin>/nat-jax-<command> ...` (how pip's
+  launchers run; sys.orig_argv), else None."""
+  name = os.path.basename(argv[1]) if len(argv) > 1 else ''
+  return name if name.startswith(CONSOLE_PREFIX) else None
+
+
 def tuned_environment(environ: Mapping[str, str], orig_argv: Sequence[str], glibc: Optional[tuple[int, int]],
                       thp: bool) -> Optional[dict[str, str]]:
   """The environment to re-execute with, or None when this process should run as it is."""
   module = module_of(orig_argv)
+  ours = (module is not None and module.startswith(PACKAGES)) or console_script_of(orig_argv) is not None
   tunables = environ.get('GLIBC_TUNABLES', '')
-  if (module is None or not module.startswith(PACKAGES) or environ.get(OPT_OUT) == '0'
+  if (not ours or environ.get(OPT_OUT) == '0'
       or 'glibc.malloc.hugetlb' in tunables or glibc is None or glibc < (2, 35) or not thp):
     return None
   return {**environ, 'GLIBC_TUNABLES': f'{tunables}:{TUNABLE}' if tunables else TUNABLE}
 
 
 def reexec_command_line():
-  """Re-execute `python -m nat_jax.<command> ...` with the tunable when it helps (see module doc)."""
+  """Re-execute `python -m nat_jax.<command> ...` (or a `nat-jax-<command>` console script) with the
+  tunable when it helps (see module doc)."""
   orig_argv = getattr(sys, 'orig_argv', None)
   if not orig_argv or not sys.executable:
     return

@@ -12,7 +12,7 @@ import ml_collections
 
 from nat_jax import checkpoint
 from nat_jax.data import Tokenizer, load_or_train_tokenizer
-from nat_jax.methods import DEFAULTS, get_method
+from nat_jax.methods import get_method, upgrade_config
 from nat_jax.models.transformer import DTYPES
 from nat_jax.sharding import make_mesh
 from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
@@ -29,25 +29,6 @@ class Run:
   method: Any
   params: Any
   meta: list  # checkpoint metadata of the loaded step(s), newest first
-
-
-def upgrade_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """A config.json written before method sections existed -> today's layout.
-
-  DA-Transformer options used to sit in `model` (upsample_scale, link_heads,
-  max_transition_length) and a `dag` section; they now form the `dat` section.
-  """
-  old_model_keys = ('upsample_scale', 'link_heads', 'max_transition_length')
-  if not any(k in config.model for k in old_model_keys) and 'dag' not in config:
-    return config
-  plain = config.to_dict()
-  moved = {k: plain['model'].pop(k) for k in old_model_keys if k in plain['model']}
-  moved.update(plain.pop('dag', {}))
-  if plain['model']['method'] == 'dat':
-    section = DEFAULTS['dat']()
-    section.update(moved)
-    plain['dat'] = section.to_dict()
-  return ml_collections.ConfigDict(plain)
 
 
 def cast_params(params, dtype: str):
@@ -74,7 +55,7 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
           f'{path!r} not found: --workdir={workdir} holds no trained run ({what} missing). '
           f'Train first: python -m nat_jax.train --config=configs/at_bible_tiny.py --workdir={workdir}')
   with open(config_path) as f:
-    config = upgrade_config(ml_collections.ConfigDict(json.load(f)))
+    config = ml_collections.ConfigDict(upgrade_config(json.load(f)))
   tokenizer = load_or_train_tokenizer(spm_path, (), config.vocab_size)
   method = get_method(config, tokenizer.vocab_size)
   abstract, _ = state_shardings(method, make_optimizer(config), dummy_batch(), make_mesh(1))

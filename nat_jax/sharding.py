@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from flax import linen as nn
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from nat_jax.errors import ConfigError
 
@@ -31,12 +30,6 @@ def make_mesh(model_parallel: int = 1) -> Mesh:
     raise ConfigError(f'mesh.model_parallel={model_parallel} must divide the device count {len(devices)}.')
   grid = np.asarray(devices).reshape(len(devices) // model_parallel, model_parallel)
   return Mesh(grid, ('data', 'model'))
-
-
-def param_shardings(mesh: Mesh, boxed_tree):
-  """NamedShardings for a pytree whose leaves are nn.LogicallyPartitioned boxes (or plain arrays)."""
-  specs = nn.get_partition_spec(boxed_tree)
-  return nn.logical_to_mesh_sharding(specs, mesh, LOGICAL_AXIS_RULES)
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:

@@ -31,7 +31,7 @@ import numpy as np
 import optax
 from tqdm import tqdm
 
-from nat_jax import checkpoint, cli, sharding
+from nat_jax import checkpoint, cli, hugepages, sharding
 from nat_jax.data import TrainBatches, bucket_shapes, encode_pairs, load_or_train_tokenizer, load_split
 from nat_jax.data.distilled import distilled_pairs, read_teacher_translations
 from nat_jax.decode import build_decoder, check_decoder, parse_options
@@ -104,7 +104,8 @@ def compile_steps(method, tx, mesh, state_sh):
   batch_sh, repl = sharding.batch_sharding(mesh), sharding.replicated(mesh)
   grad_fn = jax.jit(functools.partial(grad_step, method), in_shardings=(state_sh.params, batch_sh, repl, repl),
                     out_shardings=(state_sh.params, repl))
-  apply_fn = jax.jit(functools.partial(apply_step, tx, method.normalizer), in_shardings=(state_sh, state_sh.params, repl),
+  apply_fn = jax.jit(functools.partial(apply_step, tx, method.normalizer),
+                     in_shardings=(state_sh, state_sh.params, repl),
                      out_shardings=(state_sh, repl), donate_argnums=(0,))
   eval_fn = jax.jit(functools.partial(eval_step, method), in_shardings=(state_sh.params, batch_sh),
                     out_shardings=repl)
@@ -252,11 +253,10 @@ def adopt_tokenizer(init_from: str, workdir: str):
 
 
 def initial_params(init_from: str, method, like, shardings):
-  """The latest params of the run in `init_from` (completed by the method's `adopt_params`, if it
-  has one, with what it adds to that run's model), checked against this model's parameter shapes."""
+  """The latest params of the run in `init_from` (completed by the method's `adopt_params` with what
+  it adds to that run's model), checked against this model's parameter shapes."""
   params = load_run(init_from).params
-  if hasattr(method, 'adopt_params'):
-    params = method.adopt_params(params, like)
+  params = method.adopt_params(params, like)
   signature = lambda tree: {jax.tree_util.keystr(k): (tuple(x.shape), str(x.dtype)) for k, x in
                             jax.tree_util.tree_leaves_with_path(tree)}
   have, want = signature(params), signature(like)
@@ -371,7 +371,8 @@ class TrainLoop:
     return state, step
 
 
-def initial_state(config, method, tx, batch, mesh, state_sh, abstract_state, ckpt, lead: bool) -> tuple[TrainState, int]:
+def initial_state(config, method, tx, batch, mesh, state_sh, abstract_state, ckpt,
+                  lead: bool) -> tuple[TrainState, int]:
   """(state, step): the newest readable checkpoint, else fresh (or `init_from`) parameters at step 0."""
   state, meta = ckpt.restore_latest(abstract_state)
   if state is not None:
@@ -425,7 +426,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
       n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
       print(f'Model: {config.model.method}, {n_params / 1e6:.2f}M parameters.', flush=True)
     grad_fn, apply_fn, eval_fn = compile_steps(method, tx, mesh, state_sh)
-    decode_fn, _ = build_decoder(method, config.eval_decoder, {}, tokenizer)
+    decode_fn, _ = build_decoder(method, config.eval_decoder, {}, tokenizer, load_run)
     metrics_log = MetricsLog(workdir, start, lead)
     loop = TrainLoop(config, method, tokenizer, mesh, grad_fn, apply_fn, eval_fn, decode_fn, batches, val_batches,
                      splits['validation'][:config.eval_max_sentences or None], ckpt, metrics_log, lead)
@@ -445,7 +446,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
 def final_test(config, workdir: str, examples, lead: bool):
   """Test-set BLEU (1 and all references), chrF, signatures and sample translations."""
   run = load_run(workdir, which='latest', average=config.test_average)
-  decode_fn, options = build_decoder(run.method, config.test_decoder, {}, run.tokenizer)
+  decode_fn, options = build_decoder(run.method, config.test_decoder, {}, run.tokenizer, load_run)
   t0 = time.time()
   result, hyps = evaluate_bleu(run, decode_fn, examples, config.decode_batch_size)
   result.update(decoder=config.test_decoder, options=options, sentences=len(examples),
@@ -474,6 +475,13 @@ def main(argv):
   train_and_evaluate(FLAGS.config, FLAGS.workdir)
 
 
-if __name__ == '__main__':
+def console():
+  """The `nat-jax-train` command (a console script of the installed package): the same as
+  `python -m nat_jax.train`."""
+  hugepages.reexec_command_line()
   define_flags()
   cli.run_command(main)
+
+
+if __name__ == '__main__':
+  console()

@@ -19,9 +19,10 @@ from typing import Iterator
 
 from absl import flags
 
-from nat_jax import cli, decode
+from nat_jax import cli, decode, hugepages
 from nat_jax.files import atomic_output
 from nat_jax.models.transformer import DTYPES
+from nat_jax.runs import load_run
 from nat_jax.translation import translate_texts
 
 FLAGS = flags.FLAGS
@@ -54,7 +55,8 @@ def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
 def define_flags():
   """The command line's flags (defined only when run as a program, so the module imports anywhere)."""
   flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
-  flags.DEFINE_string('decoder', 'greedy', 'Decoder name (see nat_jax.decode.DECODERS); options via --decoder.<opt>=<v>.')
+  flags.DEFINE_string('decoder', 'greedy',
+                      'Decoder name (see nat_jax.decode.DECODERS); options via --decoder.<opt>=<v>.')
   flags.DEFINE_string('input', None, 'Input file (default: stdin).')
   flags.DEFINE_string('output', None, 'Output file (default: stdout); replaced only when all lines are translated.')
   flags.DEFINE_integer('batch_size', 64, 'Sentences per decoding batch.')
@@ -85,7 +87,8 @@ def main(argv):
     cli.check_output_file(FLAGS.output, 'output')
   run, (decode_fn, options) = cli.cli_prologue(
       argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
-      lambda run: decode.build_decoder(run.method, FLAGS.decoder, DECODER_OVERRIDES, run.tokenizer), FLAGS.dtype)
+      lambda run: decode.build_decoder(run.method, FLAGS.decoder, DECODER_OVERRIDES, run.tokenizer, load_run),
+      FLAGS.dtype)
   work = lambda source, sink: translate_stream(run, decode_fn, source, sink, FLAGS.batch_size, FLAGS.chunk_lines,
                                                f'decoder {FLAGS.decoder} {options}')
   with open(FLAGS.input, 'rb') if FLAGS.input else sys.stdin.buffer as source:
@@ -96,6 +99,13 @@ def main(argv):
       work(source, sys.stdout)
 
 
-if __name__ == '__main__':
+def console():
+  """The `nat-jax-translate` command (a console script of the installed package): the same as
+  `python -m nat_jax.translate`."""
+  hugepages.reexec_command_line()
   define_flags()
   cli.run_command(main, DECODER_OVERRIDES)
+
+
+if __name__ == '__main__':
+  console()

@@ -78,7 +78,6 @@ def report_sources(workdir: str) -> str:
 def test_half_precision_loads_cast_params_and_stays_close(trained_run):
   import jax
   import jax.numpy as jnp
-  import numpy as np
   full = load_run(trained_run)
   src = jnp.array([[10, 11, 12, 13, 1, 0]])
   tgt = jnp.array([[20, 21, 22, 1]])

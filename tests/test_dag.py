@@ -15,6 +15,7 @@ import pytest
 
 from nat_jax.decode import dag as dag_decode
 from nat_jax.losses import dag, fuzzy
+from tests.conftest import dag_greedy_path, dag_lookahead_path, reference_text_tokens
 
 L, M, V = 7, 5, 3
 GRAPH = np.array([7, 5, 6, 3, 1, 0])
@@ -260,21 +261,10 @@ def _reference_follow(log_trans_b, bonus_b, size):
 
 
 # --- reference decoders (tests only): the registered ones are checked against these -----------
-def _decode_path(path, log_probs, graph_lengths):
-  tokens, _ = dag_decode.vertex_scores(log_probs, graph_lengths)
-  return dag_decode.path_tokens(path, tokens), jnp.sum(path >= 0, axis=1).astype(jnp.int32)
 
 
-def dag_greedy_path(log_trans, log_probs, graph_lengths):
-  """Follow the most probable transition from vertex 0 to G - 1; argmax token per visited vertex."""
-  bonus = jnp.zeros(log_trans.shape[:2], jnp.float32)  # [B, L]
-  return _decode_path(dag_decode.follow_argmax(log_trans, bonus, graph_lengths), log_probs, graph_lengths)
 
 
-def dag_lookahead_path(log_trans, log_probs, graph_lengths):
-  """Like greedy, but next vertex = argmax_j log E_ij + max_y log P(y | j)."""
-  _, bonus = dag_decode.vertex_scores(log_probs, graph_lengths)  # [B, L]
-  return _decode_path(dag_decode.follow_argmax(log_trans, bonus, graph_lengths), log_probs, graph_lengths)
 
 
 def test_greedy_and_lookahead_hand_built():
@@ -332,12 +322,6 @@ def test_long_paths_follow_the_reference(max_steps):
   assert max(len(_reference_follow(log_trans[b], bonus[b], g)) for b, g in enumerate(lengths)) > 16
 
 
-def reference_text_tokens(tokens, dedup, limit):
-  """Plain-Python reference decoder post-processing: drop repeats (token equal to the one before it
-  on the path), then BOS/EOS/PAD, keep limit - 1 tokens, then EOS."""
-  kept = [t for k, t in enumerate(tokens) if not (dedup and k and tokens[k - 1] == t)]
-  kept = [t for t in kept if t not in (0, 1, 2)][:limit - 1]
-  return kept + [1]
 
 
 @pytest.mark.parametrize('dedup', [True, False])

@@ -15,28 +15,20 @@ import optax
 import pytest
 
 from nat_jax import dagviz, decode, train
-from nat_jax.config_defaults import base_config
 from nat_jax.data.tokenizer import BOS_ID, EOS_ID
 from nat_jax.decode.dag import DAG_PATHS, joint_viterbi
 from nat_jax.methods import dag, get_method
 from nat_jax.methods.dag import glance_inputs, glance_ratio
 from nat_jax.models.dag_transformer import TransitionHead, vertex_end_tokens
-from nat_jax.models.layers import NEG_INF
+from nat_jax.core.masks import NEG_INF
 from nat_jax.runs import load_run
 from nat_jax.translation import translate_texts
-from tests.conftest import tiny_config, with_overrides
-from tests.test_dag import dag_greedy_path, dag_lookahead_path, reference_text_tokens
+from tests.conftest import (dag_greedy_path, dag_lookahead_path, dat_config, reference_text_tokens, tensorboard_scalars,
+                            tiny_config)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def dat_config(**overrides):
-  c = base_config()
-  c.model.update(method='dat', d_model=32, num_heads=2, d_ff=64, enc_layers=1, dec_layers=1, dropout=0.0)
-  c.dat = dag.default_config()
-  c.dat.upsample_scale = 2.0
-  c.update(max_len=16, max_decode_len=40, total_steps=100)
-  return with_overrides(c, overrides)
 
 
 def init(method, src, tgt, seed=0):
@@ -112,7 +104,8 @@ def test_bos_and_eos_inputs_at_the_first_and_last_vertex():
   base = np.asarray(hidden(params))
   for vertex in range(size):
     moved = jax.tree_util.tree_map(lambda x: x, params)
-    kick = jax.random.normal(jax.random.PRNGKey(vertex), params['graph_queries'].shape[1:])  # not a constant: LN removes those
+    # not a constant: LN removes those
+    kick = jax.random.normal(jax.random.PRNGKey(vertex), params['graph_queries'].shape[1:])
     moved['graph_queries'] = params['graph_queries'].at[vertex].add(kick)
     delta = np.abs(np.asarray(hidden(moved)) - base).max(axis=2)  # [B, L]
     for b, g in enumerate(np.asarray(lengths)):  # the states of the graph's own vertices (< G)
@@ -229,7 +222,6 @@ def test_fadat_fine_tuning_starts_from_the_nll_run(tmp_path, corpus, compile_cac
 def test_dat_training_logs_its_counts_to_tensorboard(dat_run):
   """The method's own counts reach TensorBoard: masked impossible pairs, and the share of target tokens
   glanced (0.5 x the unmatched share at step 0 with the default schedule)."""
-  from tests.test_train import tensorboard_scalars
   scalars = tensorboard_scalars(os.path.join(dat_run, 'tensorboard'))
   assert [s for s, _ in scalars['train/impossible']] == [1, 2]
   glanced = [v for _, v in scalars['train/glanced_per_token']]
@@ -280,18 +272,18 @@ def test_method_config_sections_are_checked(corpus):
 
 
 def test_configs_of_runs_written_before_method_sections_are_upgraded(corpus):
-  from nat_jax.runs import upgrade_config
+  from nat_jax.methods import upgrade_config
   old = dat_config().to_dict()
   del old['dat']
   old['model'].update(upsample_scale=3.0, link_heads=2, max_transition_length=0)
   old['dag'] = {'loss': 'fuzzy', 'ngram': 3, 'glance_start': 0.1, 'glance_end': 0.1, 'glance_steps': 0}
-  new = upgrade_config(ml_collections.ConfigDict(old))
+  new = ml_collections.ConfigDict(upgrade_config(old))
   assert 'dag' not in new and 'upsample_scale' not in new.model
   assert (new.dat.upsample_scale, new.dat.link_heads, new.dat.loss, new.dat.ngram) == (3.0, 2, 'fuzzy', 3)
   assert get_method(new, 30).upsample_scale == 3.0
   old_at = tiny_config(corpus).to_dict()
   old_at['model'].update(upsample_scale=8.0, link_heads=0, max_transition_length=0)
   old_at['dag'] = dict(old['dag'])
-  new_at = upgrade_config(ml_collections.ConfigDict(old_at))
+  new_at = ml_collections.ConfigDict(upgrade_config(old_at))
   assert 'dag' not in new_at and 'dat' not in new_at and 'upsample_scale' not in new_at.model
   get_method(new_at, 30)

@@ -9,8 +9,8 @@ import pytest
 from nat_jax import decode
 from nat_jax.decode.beam import length_penalty
 from nat_jax.methods.autoregressive import shift_right
-from nat_jax.models.layers import attention_mask
-from tests.conftest import random_tiny_model
+from nat_jax.core.masks import attention_mask
+from tests.conftest import random_tiny_model, run_decoder
 
 EOS = 1
 
@@ -49,9 +49,6 @@ def strip(row):
   return row[:row.index(EOS) + 1] if EOS in row else row
 
 
-def run_decoder(method, params, src, name, **options):
-  return decode.make_decode_fn(method, name, decode.parse_options(name, {k: str(v) for k, v in options.items()}))(
-      params, src)
 
 
 def test_greedy_equals_naive_recomputation(model):

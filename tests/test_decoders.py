@@ -14,42 +14,12 @@ from nat_jax import decode
 from nat_jax.decode import Graph, GraphPredictor, LeftToRightScorer
 from nat_jax.decode.beam import beam_search, best_hypotheses, length_penalty
 from nat_jax.methods.autoregressive import autoregressive_inputs
-from nat_jax.models.layers import NEG_INF, attention_mask
-from tests.test_dag import dag_greedy_path, dag_lookahead_path, reference_text_tokens
+from nat_jax.core.masks import NEG_INF, attention_mask
+from tests.conftest import dag_greedy_path, dag_lookahead_path, dat_config, markov, MarkovScorer, reference_text_tokens
 
 PAD, EOS, BOS = 0, 1, 2
 
 
-@flax.struct.dataclass
-class MarkovScorer:
-  """Slot s scores table[token at slot s - z, token at slot s] (slot s - z < 0: BOS): a second-order
-  chain whose older token comes from the cache, so cache writes and beam reordering matter. A pytree,
-  so it goes through jit as the "parameters" of `ViewMethod`."""
-  table: Any           # f32[V, V, V] logits
-  max_len: int = flax.struct.field(pytree_node=False)
-  tokens_per_step: int = flax.struct.field(pytree_node=False, default=1)
-
-  def encode(self, src):
-    return {'rows': jnp.zeros((src.shape[0],), jnp.int32)}
-
-  def init_cache(self, enc, num_slots: int):
-    return {'tokens': jnp.full((enc['rows'].shape[0], num_slots), BOS, jnp.int32)}
-
-  def step_logits(self, enc, cache, tokens, start):
-    written = jax.lax.dynamic_update_slice_in_dim(cache['tokens'], tokens, start, axis=1)  # [B, C]
-    slots = start + jnp.arange(tokens.shape[1])  # [T]
-    older = jnp.take(written, jnp.maximum(slots - self.tokens_per_step, 0), axis=1)  # [B, T]
-    older = jnp.where(slots[None] >= self.tokens_per_step, older, BOS)
-    return self.table[older, tokens], {'tokens': written}
-
-  def max_decode_len(self, src_len: int) -> int:
-    return self.max_len
-
-  def read_out(self, tokens):
-    return tokens
-
-  def write_in(self, tokens):
-    return tokens
 
 
 @flax.struct.dataclass
@@ -80,9 +50,6 @@ def run(view, name, src, **options):
   return fn(view, src)
 
 
-def markov(vocab: int, seed: int, max_len: int, z: int = 1, scale: float = 3.0) -> MarkovScorer:
-  table = np.random.default_rng(seed).normal(size=(vocab, vocab, vocab)) * scale
-  return MarkovScorer(jnp.asarray(table, jnp.float32), max_len, z)
 
 
 def log_softmax(x):
@@ -168,7 +135,8 @@ def test_best_hypotheses_are_translations(eos_first):
       tokens = np.asarray(seqs[row, i]).tolist()
       if i < finished[row]:
         assert EOS in tokens
-        np.testing.assert_allclose(float(logp[row, i]), sequence_logp(np.asarray(view.table), tokens[:tokens.index(EOS) + 1]),
+        np.testing.assert_allclose(float(logp[row, i]),
+                                   sequence_logp(np.asarray(view.table), tokens[:tokens.index(EOS) + 1]),
                                    rtol=1e-5, atol=1e-5)
       elif at_bound:
         assert float(scores[row, i]) > NEG_INF / 2
@@ -322,7 +290,6 @@ def test_dag_decoders_on_a_hand_written_graph(seed):
 
 def test_decoders_follow_the_views_a_method_offers(corpus):
   from nat_jax.methods import get_method
-  from tests.test_dat import dat_config
   from tests.conftest import tiny_config
   at, dat = get_method(tiny_config(corpus), 50), get_method(dat_config(), 50)
   assert decode.decoders_for(at) == ['beam', 'greedy', 'jacobi_pj', 'jacobi_pgj', 'jacobi_hgj', 'multiword_beam']

@@ -14,7 +14,7 @@ import pytest
 from nat_jax import decode, train
 from nat_jax.data import TrainBatches, load_split
 from nat_jax.data.sources import DataError, DataNotFoundError
-from nat_jax.distill import DistillError, distil
+from nat_jax.distill import DistillError, distill
 from nat_jax.runs import load_run
 from nat_jax.translation import translate_texts
 from tests.conftest import tiny_config
@@ -32,7 +32,7 @@ def distilled(trained_run, tmp_path_factory):
   """(teacher run, out dir) of a 40-example greedy distillation in chunks of 3 sentences."""
   run = load_run(trained_run)
   out = str(tmp_path_factory.mktemp('distilled'))
-  distil(run, 'greedy', {}, out, ['train', 'validation'], limit=40, batch_size=8, chunk_sentences=3,
+  distill(run, 'greedy', {}, out, ['train', 'validation'], limit=40, batch_size=8, chunk_sentences=3,
          teacher_workdir=trained_run)
   return run, out
 
@@ -94,11 +94,11 @@ def test_two_processes_each_decode_their_share_and_process_0_assembles(distilled
   run, whole = distilled
   out = str(tmp_path / 'out')
   kwargs = dict(limit=40, batch_size=8, chunk_sentences=3, process_count=2, teacher_workdir=run_dir(run))
-  distil(run, 'greedy', {}, out, ['train', 'validation'], process_index=1, **kwargs)
+  distill(run, 'greedy', {}, out, ['train', 'validation'], process_index=1, **kwargs)
   chunks = sorted(f for f in os.listdir(os.path.join(out, '.work', 'train')) if f.endswith('.txt'))
   assert chunks == [f'{i:06d}.txt' for i in range(1, 14, 2)]
   assert not os.path.exists(os.path.join(out, 'train.tsv')) and not os.path.exists(os.path.join(out, 'manifest.json'))
-  distil(run, 'greedy', {}, out, ['train', 'validation'], process_index=0, wait_seconds=0, **kwargs)
+  distill(run, 'greedy', {}, out, ['train', 'validation'], process_index=0, wait_seconds=0, **kwargs)
   for name in ('train.tsv', 'validation.tsv'):
     with open(os.path.join(out, name), 'rb') as a, open(os.path.join(whole, name), 'rb') as b:
       assert a.read() == b.read()
@@ -111,11 +111,11 @@ def run_dir(run) -> str:
 def test_a_different_command_on_unfinished_work_is_an_error(distilled, tmp_path):
   run, _ = distilled
   out = str(tmp_path / 'out')
-  distil(run, 'greedy', {}, out, ['validation'], limit=5, batch_size=8, chunk_sentences=2)
+  distill(run, 'greedy', {}, out, ['validation'], limit=5, batch_size=8, chunk_sentences=2)
   with pytest.raises(DistillError, match=r'different distillation.*decoder'):
-    distil(run, 'beam', {}, out, ['validation'], limit=5, batch_size=8, chunk_sentences=2)
+    distill(run, 'beam', {}, out, ['validation'], limit=5, batch_size=8, chunk_sentences=2)
   with pytest.raises(DistillError, match='each split must be one of'):
-    distil(run, 'greedy', {}, out, ['dev'])
+    distill(run, 'greedy', {}, out, ['dev'])
 
 
 def mixed_batches(raw_prob: float, seed: int = 0) -> TrainBatches:

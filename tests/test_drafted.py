@@ -20,8 +20,7 @@ from nat_jax.decode.greedy import greedy_decode
 from nat_jax.errors import ConfigError
 from nat_jax.runs import load_run
 from nat_jax.translation import translate_texts
-from tests.conftest import random_model
-from tests.test_decoders import markov
+from tests.conftest import markov, random_model
 
 EOS, BOS = 1, 2
 SOURCES = jnp.array([[7, 8, 6, 5, 7, EOS, 0, 0], [8, 6, EOS, 0, 0, 0, 0, 0], [5, 6, 7, 8, 5, 6, 7, EOS]])  # ids < 9
@@ -60,7 +59,8 @@ def check_exact(scorer, src, vocab, blocks=(1, 2, 3, 8), to_text=lambda tokens: 
       fn = jax.jit(functools.partial(drafted_decode, scorer, block=block, update=update))  # one compile per pair
       for name, draft in drafts.items():
         got = fn(src, draft)
-        np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens), err_msg=f'{name} {block} {update}')
+        np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens),
+                                      err_msg=f'{name} {block} {update}')
         np.testing.assert_allclose(np.asarray(got.scores), np.asarray(want.scores), rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(np.asarray(got.aux['steps']), np.asarray(want.aux['steps']))
         passes = np.asarray(got.aux['iterations'])
@@ -177,7 +177,7 @@ def test_a_run_drafting_for_itself_gives_greedy_in_few_passes(trained_run):
   want, want_aux = translate_texts(run, texts, greedy, 4)
   for block in ('2', '8'):
     fn, options = decode.build_decoder(run.method, 'drafted', {'drafter': f'{trained_run}:greedy', 'block': block},
-                                       tokenizer=run.tokenizer)
+                                       tokenizer=run.tokenizer, load_run=load_run)
     got, aux = translate_texts(run, texts, fn, 4)
     assert got == want and options['block'] == int(block)
     keep = [0, 2, 3]
@@ -195,7 +195,7 @@ def test_drafter_with_another_tokenizer_is_refused(trained_run, corpus, tmp_path
   with open(os.path.join(other, 'spm.model'), 'wb') as f:
     f.write(train_model(texts, 350))
   with pytest.raises(ConfigError, match='another tokenizer than the verifier'):
-    decode.build_decoder(run.method, 'drafted', {'drafter': other}, tokenizer=run.tokenizer)
+    decode.build_decoder(run.method, 'drafted', {'drafter': other}, tokenizer=run.tokenizer, load_run=load_run)
 
 
 @pytest.mark.parametrize('overrides,message', [
@@ -208,13 +208,15 @@ def test_drafter_with_another_tokenizer_is_refused(trained_run, corpus, tmp_path
 def test_bad_drafted_options_are_config_errors(trained_run, overrides, message):
   run = load_run(trained_run)
   with pytest.raises(ConfigError) as e:
-    decode.build_decoder(run.method, 'drafted', overrides, tokenizer=run.tokenizer)
+    decode.build_decoder(run.method, 'drafted', overrides, tokenizer=run.tokenizer, load_run=load_run)
   assert message in str(e.value)
 
 
 def test_drafter_decoder_must_run_on_the_drafter(trained_run):
   run = load_run(trained_run)
   with pytest.raises(ConfigError, match="needs a GraphPredictor"):
-    decode.build_decoder(run.method, 'drafted', {'drafter': f'{trained_run}:dag_lookahead'}, tokenizer=run.tokenizer)
+    decode.build_decoder(run.method, 'drafted', {'drafter': f'{trained_run}:dag_lookahead'}, tokenizer=run.tokenizer,
+                         load_run=load_run)
   with pytest.raises(ConfigError, match="drafter decoder 'drafted'"):
-    decode.build_decoder(run.method, 'drafted', {'drafter': f'{trained_run}:drafted'}, tokenizer=run.tokenizer)
+    decode.build_decoder(run.method, 'drafted', {'drafter': f'{trained_run}:drafted'}, tokenizer=run.tokenizer,
+                         load_run=load_run)

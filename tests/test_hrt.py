@@ -21,11 +21,11 @@ from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode import build_decoder
 from nat_jax.decode.greedy import greedy_decode
 from nat_jax.decode.mask_predict import NEVER_FILLED
-from nat_jax.methods import get_method
 from nat_jax.methods.autoregressive import AutoregressiveMethod
-from nat_jax.methods.hrt import HrtMethod, chunk_samples, skip_probability, skip_rows
-from nat_jax.models.layers import attention_mask, relative_buckets
-from nat_jax.models.transformer import Transformer
+from nat_jax.methods.hrt import chunk_samples, skip_probability, skip_rows
+from nat_jax.core.masks import attention_mask
+from nat_jax.models.layers import relative_buckets
+from tests.conftest import hrt_setup
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BOS, EOS, MASK = Tokenizer.bos_id, Tokenizer.eos_id, Tokenizer.mask_id
@@ -33,7 +33,7 @@ SKIP_BOS = 99
 
 
 def contract_samples(row: list[int], k: int, bos: int) -> dict[str, list[int]]:
-  """DESIGN §3 written out for one row, 1-indexed as there."""
+  """docs/methods.md §1 written out for one row, 1-indexed as there."""
   t = len(row)
   u = math.ceil(t / k)
   n = sum(1 for x in row if x > 0)
@@ -100,14 +100,6 @@ def test_curriculum_share():
     assert rows.tolist() == [i in real_rows[:want] for i in range(8)]  # the first `want` real rows
 
 
-def hrt_setup(corpus, k=2, seed=0, vocab=40, scale=4.0, **overrides):
-  config = tiny_config(corpus, **{'model.method': 'hrt', 'model.dropout': 0.0, 'model.relative_window': 4,
-                                  'hrt.chunk': k, **overrides})
-  method = get_method(config, vocab)
-  dummy = {'source': jnp.ones((1, 5), jnp.int32), 'target': jnp.ones((1, 5), jnp.int32)}
-  params = nn.meta.unbox(method.init_params(jax.random.PRNGKey(seed), dummy))
-  params['embed']['embedding'] = params['embed']['embedding'] * scale  # peaked, varied distributions
-  return config, method, params
 
 
 def test_curriculum_in_the_loss(corpus):
@@ -306,5 +298,6 @@ def test_hrt_fine_tunes_from_an_at_run_end_to_end(corpus, compile_cache, trained
   out = subprocess.run([sys.executable, '-m', 'benchmarks.hrt_breakdown', f'--workdir={tmp_path / "hrt"}',
                         '--batch_sizes=1,2', '--repeats=1'], cwd=REPO, capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
-  rows = [line.split('|')[1].strip() for line in out.stdout.splitlines() if line.startswith('| ') and 'rows' not in line]
+  rows = [line.split('|')[1].strip() for line in out.stdout.splitlines()
+          if line.startswith('| ') and 'rows' not in line]
   assert rows == ['1', '2'], out.stdout

@@ -15,10 +15,19 @@ def env_for(argv, environ=None, glibc=GLIBC, thp=THP):
 
 def test_module_of_command_lines():
   assert hugepages.module_of(['python', '-m', 'nat_jax.train', '--config=x']) == 'nat_jax.train'
-  assert hugepages.module_of(['python3', '-X', 'importtime', '-u', '-m', 'benchmarks.train_speed']) == 'benchmarks.train_speed'
+  argv = ['python3', '-X', 'importtime', '-u', '-m', 'benchmarks.train_speed']
+  assert hugepages.module_of(argv) == 'benchmarks.train_speed'
   assert hugepages.module_of(['python', 'script.py', '-m', 'nat_jax.train']) is None
   assert hugepages.module_of(['python', '-c', 'import nat_jax', '-m', 'x']) is None
   assert hugepages.module_of(['python']) is None
+
+
+def test_console_scripts_re_execute_too():
+  """pip's launcher runs `python <bin>/nat-jax-train ...`: ours re-execute, other scripts do not."""
+  assert hugepages.console_script_of(['/venv/bin/python', '/venv/bin/nat-jax-train', '--config=x']) == 'nat-jax-train'
+  assert hugepages.console_script_of(['/venv/bin/python', '/venv/bin/pytest']) is None
+  assert env_for(['/venv/bin/python', '/venv/bin/nat-jax-translate'])['GLIBC_TUNABLES'] == hugepages.TUNABLE
+  assert env_for(['/venv/bin/python', '/venv/bin/pytest', '-q']) is None
 
 
 def test_which_processes_re_execute():

@@ -1,5 +1,5 @@
-"""IBDecoder / SA / IMDecoder: the DESIGN §3 contract functions against brute-force definitions, the
-worked examples of DESIGN §4.5, (1, 1) = AT, cached decoding = teacher forcing, multiword beam search
+"""IBDecoder / SA / IMDecoder: the docs/methods.md §1 contract functions against brute-force definitions, the
+worked examples of docs/methods.md §4, (1, 1) = AT, cached decoding = teacher forcing, multiword beam search
 against brute force, and Jacobi decoding = greedy on the IBDecoder family and on HRT's Skip-AT view."""
 import math
 
@@ -19,8 +19,7 @@ from nat_jax.methods.ibdecoder import (block_causal_mask, deinterleave, ib_posit
                                        reading_order, reorder, restore)
 from nat_jax.runs import load_run
 from nat_jax.translation import translate_texts
-from tests.conftest import random_tiny_model, tiny_config, tiny_pairs
-from tests.test_hrt import hrt_setup
+from tests.conftest import hrt_setup, random_tiny_model, tiny_config, tiny_pairs
 
 EOS = 1
 LAYOUTS = [(2, 1), (1, 2), (2, 2), (4, 1)]
@@ -57,7 +56,7 @@ def test_interleave_and_deinterleave_against_their_definitions():
     assert inter[b, n] == EOS and not inter[b, n + 1:].any()  # EOS and padding in place
     out = inter[b, :n].tolist()
     assert out[0::2] + out[1::2][::-1] == y  # the contract's deinterleave formula
-  # DESIGN §4.5: A B C D E -> A E B D C, EOS
+  # docs/methods.md §4: A B C D E -> A E B D C, EOS
   assert np.asarray(interleave(jnp.array([[3, 4, 5, 6, 7, EOS, 0]]))).tolist() == [[3, 7, 4, 6, 5, EOS, 0]]
 
 
@@ -97,7 +96,7 @@ def test_imdecoder_order_follows_the_documented_segment_rule():
     (1, 2, [('y1', 'y2'), ('y3', 'y4'), ('y5', 'EOS')]),
     (4, 1, [('y1', 'y3', 'y4', 'y5'), ('y2', 'EOS', '-', '-')])])
 def test_worked_examples_of_design(h, c, steps):
-  """DESIGN §4.5's y1..y5 decoded in steps of z = h * c; inputs shifted by z start slots."""
+  """docs/methods.md §4's y1..y5 decoded in steps of z = h * c; inputs shifted by z start slots."""
   z = h * c
   names = {10 + i: f'y{i + 1}' for i in range(5)} | {EOS: 'EOS', 0: '-', 2: 'BOS'}
   view = ibdecoder_inputs(jnp.asarray(rows_of([5], 8)), h, c)

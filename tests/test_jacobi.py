@@ -9,8 +9,7 @@ from nat_jax import ddgviz, decode
 from nat_jax.decode import LeftToRightScorer, jacobi
 from nat_jax.runs import load_run
 from nat_jax.translation import encode_sources
-from tests.conftest import random_tiny_model
-from tests.test_decode import run_decoder
+from tests.conftest import random_tiny_model, run_decoder
 
 EOS, MAX_LEN = 1, 12
 JACOBI = [('jacobi_pj', {}), ('jacobi_pgj', {'block_size': 2}), ('jacobi_pgj', {'block_size': 3}),
@@ -84,7 +83,7 @@ def assert_same_as_greedy(outs, configs=JACOBI):
     iterations = np.asarray(out.aux['iterations'])
     assert (iterations >= 1).all()
     # Every algorithm finalises at least one token per iteration and stops once an EOS is final:
-    # iterations <= greedy steps (the issue allows greedy length + 1).
+    # iterations <= greedy steps (docs/methods.md §5 allows greedy length + 1).
     assert (iterations <= steps).all(), (name, options, iterations, steps)
     assert (np.asarray(out.aux['passes']) >= iterations).all()
 

@@ -6,7 +6,8 @@ import pytest
 
 from nat_jax.methods.autoregressive import AutoregressiveMethod, shift_right
 from nat_jax.models import sinusoidal_positions
-from nat_jax.models.layers import Attention, attention_mask
+from nat_jax.core.masks import attention_mask
+from nat_jax.models.layers import Attention
 from tests.conftest import tiny_config
 
 

@@ -22,7 +22,7 @@ from nat_jax import checkpoint, cli, decode, train
 from nat_jax.dagviz import DagPicture, DecoderPath, write_png
 from nat_jax.ddgviz import probabilities
 from nat_jax.decode import DecodeOutput
-from nat_jax.distill import distil
+from nat_jax.distill import distill
 from nat_jax.errors import CheckpointError, ConfigError
 from nat_jax.files import atomic_output, remove_stale_temporaries
 from nat_jax.methods import get_method
@@ -228,7 +228,8 @@ def test_resume_past_an_unreadable_checkpoint_completes_and_sets_it_aside(traine
   assert 'moved checkpoint' in err and 'unreadable' in err
   aside = sorted(n.rsplit('-', 1)[0] for n in os.listdir(os.path.join(workdir, checkpoint.ASIDE)))
   assert 'checkpoints-8' in aside
-  for a, b in zip(jax.tree_util.tree_leaves(load_run(workdir).params), jax.tree_util.tree_leaves(load_run(trained_run).params)):
+  for a, b in zip(jax.tree_util.tree_leaves(load_run(workdir).params),
+                  jax.tree_util.tree_leaves(load_run(trained_run).params)):
     np.testing.assert_array_equal(a, b)
 
 
@@ -308,14 +309,14 @@ def test_distillation_on_a_full_disk_leaves_no_temporary_file(trained_run, tmp_p
     real_fsync(fd)
   monkeypatch.setattr(os, 'fsync', fsync)
   with pytest.raises(OSError, match='No space left'):
-    distil(run, 'greedy', {}, out, ['train'], limit=12, batch_size=4, chunk_sentences=4, teacher_workdir=trained_run)
+    distill(run, 'greedy', {}, out, ['train'], limit=12, batch_size=4, chunk_sentences=4, teacher_workdir=trained_run)
   monkeypatch.undo()
   leftovers = [n for _, _, names in os.walk(out) for n in names if '.tmp' in n]
   assert leftovers == []
   # A temporary file left by a killed process is removed by the next run, which completes.
   stale = os.path.join(out, '.work', 'train', '000002.txt.tmp999999')
   open(stale, 'w').write('half a chunk')
-  distil(run, 'greedy', {}, out, ['train'], limit=12, batch_size=4, chunk_sentences=4, teacher_workdir=trained_run)
+  distill(run, 'greedy', {}, out, ['train'], limit=12, batch_size=4, chunk_sentences=4, teacher_workdir=trained_run)
   assert not os.path.exists(stale) and len(open(os.path.join(out, 'train.tsv')).read().split('\n')) == 13
 
 
@@ -392,13 +393,15 @@ def test_whole_config_is_checked_before_any_work(tmp_path, corpus, overrides, me
                                 "model.method='at'"),
 ])
 def test_unknown_config_key_names_the_closest_valid_one(flag, message):
-  problem = cli.config_override_problem('configs/at_bible_tiny.py', ['train', '--config=configs/at_bible_tiny.py', flag])
+  recipe = 'configs/at_bible_tiny.py'
+  problem = cli.config_override_problem(recipe, ['train', f'--config={recipe}', flag])
   assert problem.startswith(flag.split('=')[0] + ': ') and message in problem
 
 
 def test_train_command_line_errors_are_one_line(tmp_path):
   base = ['nat_jax.train', f'--workdir={tmp_path}/w']
-  cases = [([*base, '--config=configs/at_bible_tiny.py', '--config.modle.d_model=64'], 'did you mean --config.model.d_model'),
+  cases = [([*base, '--config=configs/at_bible_tiny.py', '--config.modle.d_model=64'],
+            'did you mean --config.model.d_model'),
            ([*base, '--config=configs/nosuch.py'], 'configs/nosuch.py: no such recipe file'),
            ([*base, '--config=configs/at_bible_tiny.py', '--config.test_decoder=nosuch'], "Unknown decoder 'nosuch'")]
   for args, message in cases:
@@ -421,3 +424,14 @@ def test_dagviz_draws_an_edge_of_probability_one(tmp_path):
                    {'dag_greedy': DecoderPath([0, 1, 2], ['a', 'b', '</s>'], 'a b')})
   write_png(pic, str(tmp_path / 'dag.png'))
   assert (tmp_path / 'dag.png').stat().st_size > 0
+
+
+def test_recipes_are_found_by_name_and_by_path(tmp_path, monkeypatch):
+  """--config=at_bible_tiny names the recipe in the configs package (from any directory);
+  a path still works; an unknown name is None (the one-line error of parse_flags)."""
+  monkeypatch.chdir(tmp_path)
+  by_name = cli.recipe_path('at_bible_tiny')
+  assert by_name is not None and os.path.samefile(by_name, os.path.join(REPO, 'configs', 'at_bible_tiny.py'))
+  assert os.path.samefile(cli.recipe_path('at_bible_tiny.py'), by_name)
+  assert cli.recipe_path(os.path.join(REPO, 'configs', 'at_bible_tiny.py')) is not None
+  assert cli.recipe_path('no_such_recipe') is None and cli.recipe_path('configs/at_bible_tiny.py') is None

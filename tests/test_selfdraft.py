@@ -172,7 +172,7 @@ def test_selfdraft_training_keeps_the_verifier_and_drafts_both_ways(trained_run,
   lines = ['In the beginning God created the heavens and the earth.', 'And God said, Let there be light.']
 
   def translations(run, name, options):
-    fn, _ = decode.build_decoder(run.method, name, options, tokenizer=run.tokenizer)
+    fn, _ = decode.build_decoder(run.method, name, options, tokenizer=run.tokenizer, load_run=load_run)
     return translate_texts(run, lines, fn, 2)[0]
   want = translations(at, 'greedy', {})
   assert translations(selfdraft, 'drafted', {}) == want

@@ -14,7 +14,7 @@ import pytest
 
 from nat_jax import checkpoint, train
 from nat_jax.runs import load_run
-from tests.conftest import config_flags_for, tiny_config
+from tests.conftest import config_flags_for, tensorboard_scalars, tiny_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,12 +53,6 @@ def test_resumed_training_equals_uninterrupted(tmp_path, corpus, compile_cache, 
   assert scalars == expected
 
 
-def tensorboard_scalars(logdir):
-  """{tag: [(step, value)]} of every scalar in the event files under logdir (TensorBoard's own reader)."""
-  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-  events = EventAccumulator(logdir)
-  events.Reload()
-  return {tag: [(e.step, np.float32(e.value)) for e in events.Scalars(tag)] for tag in events.Tags()['scalars']}
 
 
 def test_tensorboard_drops_steps_logged_after_the_resumed_checkpoint(tmp_path):
@@ -114,7 +108,8 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, trained_run,
         pass
   run = load_run(workdir)
   assert run.meta[0]['step'] == 6
-  assert 'checkpoint step 8 is unreadable' in caplog.text and capsys.readouterr().out == ''  # a warning, never on stdout
+  # a warning, never on stdout
+  assert 'checkpoint step 8 is unreadable' in caplog.text and capsys.readouterr().out == ''
   # And training restarts from it rather than crashing.
   ckpt = checkpoint.Checkpointer(workdir)
   from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings

@@ -9,7 +9,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from nat_jax.data.tokenizer import EOS_ID, PAD_ID
+from nat_jax.core.tokens import EOS_ID, PAD_ID, ceil_div
 
 Pair = tuple[np.ndarray, np.ndarray]  # (source int32[n], target int32[m]), both ending in EOS.
 RAW_STREAM = 0x7261  # third seed word of the raw-reference draws (apart from the epoch permutations)
@@ -98,7 +98,7 @@ class TrainBatches:
                        f'({bucket_lengths[-1]}); filter pairs with encode_pairs(max_len=...).')
     self.bucket = np.searchsorted(bucket_lengths, lengths)  # [num_pairs] smallest fitting bucket
     counts = np.bincount(self.bucket, minlength=len(self.shapes))
-    self.batches_per_epoch = sum(-(-int(n) // rows) for n, (rows, _) in zip(counts, self.shapes))
+    self.batches_per_epoch = sum(ceil_div(int(n), rows) for n, (rows, _) in zip(counts, self.shapes))
     self._layouts: dict[int, list[tuple[int, np.ndarray]]] = {}
 
   def epoch_of(self, step: int) -> int:
@@ -112,7 +112,7 @@ class TrainBatches:
       batches = []
       for b, (rows, _) in enumerate(self.shapes):
         members = order[self.bucket[order] == b]
-        padded = np.full(-(-len(members) // rows) * rows, -1, np.int64)
+        padded = np.full(ceil_div(len(members), rows) * rows, -1, np.int64)
         padded[:len(members)] = members
         batches += [(b, chunk) for chunk in padded.reshape(-1, rows)]
       self._layouts = {epoch: [batches[i] for i in rng.permutation(len(batches))]}

@@ -8,10 +8,10 @@ from typing import Iterable, Sequence
 import numpy as np
 import sentencepiece as spm
 
+from nat_jax.core.tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID, UNK_ID
 from nat_jax.errors import DataError, log
 from nat_jax.files import write_atomic
 
-PAD_ID, EOS_ID, BOS_ID, UNK_ID, MASK_ID = 0, 1, 2, 3, 4
 MASK_PIECE = '<mask>'
 MAX_TRAINING_SENTENCES = 200_000
 # Characters that must not reach a line of output: C0 and C1 controls (tab, CR, NUL, U+001C-U+001E,

@@ -17,7 +17,8 @@ A new decoder is a function `fn(view, src, **options) -> DecodeOutput` registere
 `@register_decoder('name', <Protocol>, **typed option defaults)`; it then runs on every method
 whose `views()` offers that Protocol.
 """
-from nat_jax.decode.interfaces import DecodeOutput, Graph, GraphPredictor, HybridScorer, LeftToRightScorer, MaskPredictor
+from nat_jax.decode.interfaces import (DecodeOutput, Graph, GraphPredictor, HybridScorer, LeftToRightScorer,
+                                       MaskPredictor, WindowDrafter)
 from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, check_decoder, decoders_for, make_decode_fn,
                                      method_view, parse_options, register_decoder)
 

@@ -17,9 +17,10 @@ from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import (DecodeOutput, LeftToRightScorer, one_token_per_step_message,
                                        require_one_token_per_step)
 from nat_jax.errors import ConfigError
-from nat_jax.decode.lengths import resolve_max_len, through_first_eos
+from nat_jax.core.tokens import through_first_eos
+from nat_jax.decode.lengths import resolve_max_len
 from nat_jax.decode.registry import register_decoder
-from nat_jax.models.layers import NEG_INF
+from nat_jax.core.masks import NEG_INF
 
 
 @flax.struct.dataclass
@@ -30,6 +31,9 @@ class BeamState:
   fin_seqs: jax.Array    # i32[B, K, z+T]: the K best finished hypotheses
   fin_scores: jax.Array  # f32[B, K]: their length-normalised scores (NEG_INF = none yet)
   cache: Any             # the scorer's cache, batch [B*K]
+
+
+LENGTH_PENALTY = 0.6  # GNMT's alpha: the default of every beam-style decoder (beam, multiword_beam, hrt)
 
 
 def length_penalty(length, alpha: float):
@@ -154,8 +158,9 @@ def method_takes_one_token_per_step(method, options):
     raise ConfigError(one_token_per_step_message('beam', z))
 
 
-@register_decoder('beam', LeftToRightScorer, check=method_takes_one_token_per_step, beam_size=4, alpha=0.6, max_len=0)
-def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = 0.6,
+@register_decoder('beam', LeftToRightScorer, check=method_takes_one_token_per_step, beam_size=4, alpha=LENGTH_PENALTY,
+                  max_len=0)
+def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = LENGTH_PENALTY,
                 max_len: int = 0) -> DecodeOutput:
   """Best finished hypothesis per row by logp / lp(length) (length counts EOS); a row with none
   (every hypothesis hit the length bound) falls back to its best alive one."""

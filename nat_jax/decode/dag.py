@@ -20,9 +20,9 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.decode.interfaces import DecodeOutput, GraphPredictor
-from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.registry import register_decoder
-from nat_jax.losses.dag import IMPOSSIBLE, clean_log, transition_mask, viterbi_backtrace, viterbi_forward
+from nat_jax.core.graph import IMPOSSIBLE, clean_log, transition_mask, viterbi_backtrace, viterbi_forward
+from nat_jax.core.tokens import clean_path_tokens
 
 
 def vertex_scores(log_probs: jax.Array, graph_lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -92,29 +92,6 @@ def joint_viterbi(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax
   tokens, best = vertex_scores(log_probs, graph_lengths)  # [B, L] each
   path, length, _ = _joint_viterbi_path(log_trans, best, graph_lengths, beta)
   return path_tokens(path, tokens), length
-
-
-def clean_path_tokens(tokens: jax.Array, lengths: jax.Array, dedup: bool, limit: int) -> tuple[jax.Array, jax.Array]:
-  """The text tokens of a path's tokens, as the reference decoders make them.
-
-  tokens i32[B, K] (left-aligned, lengths i32[B]) -> (i32[B, limit], lengths i32[B]): with
-  `dedup`, a token equal to the one before it on the path is dropped (runs collapse to one);
-  then BOS, EOS and PAD are dropped; then at most limit - 1 tokens are kept and EOS follows them.
-  """
-  batch, klen = tokens.shape
-  pos = jnp.arange(klen)[None, :]  # [1, K]
-  prev = jnp.pad(tokens[:, :-1], ((0, 0), (1, 0)), constant_values=-1)  # [B, K]
-  special = (tokens == Tokenizer.bos_id) | (tokens == Tokenizer.eos_id) | (tokens == Tokenizer.pad_id)
-  keep = (pos < lengths[:, None]) & ~special  # [B, K]
-  if dedup:
-    keep &= tokens != prev
-  rank = jnp.cumsum(keep, axis=1) - 1  # [B, K]
-  keep &= rank < limit - 1
-  count = jnp.sum(keep, axis=1).astype(jnp.int32)  # [B]
-  rows = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, klen))
-  out = jnp.zeros((batch, limit), tokens.dtype).at[rows, jnp.where(keep, rank, limit)].set(tokens, mode='drop')
-  out = out.at[jnp.arange(batch), count].set(Tokenizer.eos_id, mode='drop')
-  return out, count
 
 
 # --- registered decoders over a GraphPredictor view ------------------------------------------

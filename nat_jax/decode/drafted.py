@@ -36,7 +36,6 @@ run, no drafter named), or from any function of the source or any WindowDrafter 
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Optional
 
 import flax
@@ -45,8 +44,9 @@ import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer, WindowDrafter, one_token_per_step_message
-from nat_jax.decode.jacobi import final_eos, jacobi_steps, leading_run
-from nat_jax.decode.lengths import through_first_eos
+from nat_jax.decode.jacobi import final_eos, leading_run
+from nat_jax.core.tokens import through_first_eos
+from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.registry import DECODERS, check_decoder, method_view, parse_options, register_decoder
 from nat_jax.errors import ConfigError
 
@@ -204,7 +204,7 @@ def drafted_decode(scorer: LeftToRightScorer, src: jax.Array, draft: Optional[ja
     raise ValueError(f'drafted: update must be one of {UPDATES}, got {update!r}.')
   if (draft is None) == (head is None):
     raise ValueError('drafted_decode takes a draft or a draft head (exactly one).')
-  num_steps = jacobi_steps(scorer, src, max_len)
+  num_steps = decode_steps(scorer, src, max_len)
   enc = scorer.encode(src)
   slots = None if draft is None else scorer.write_in(draft)
   final = drafted_search(scorer, enc, slots, num_steps, block, beta, tau, update == 'draft', head)
@@ -236,22 +236,21 @@ def check_drafted(method, options):
     raise ConfigError(f'--decoder.update={options["update"]!r}: one of {UPDATES}.')
 
 
-def load_drafter(method, options, tokenizer):
+def load_drafter(method, options, tokenizer, load_run):
   """The registry's prepare: (draft fn, drafter params, options of drafted_decode). Loads the drafter
-  run, refuses one with another tokenizer, and checks its decoder and options."""
-  from nat_jax.runs import TOKENIZER_FILE, load_run  # runs sit above decoders: imported when a drafted decoder is built
+  run with `load_run(workdir)` (nat_jax.runs.load_run: runs sit above decoders, so the caller hands
+  it in), refuses one with another tokenizer, and checks its decoder and options."""
   fn_options = {k: v for k, v in options.items() if k != 'drafter'}
   if not options['drafter']:  # a self-drafting run: its scorer carries its head
     return (lambda params, src: {}), None, fn_options
   workdir, name, overrides = parse_drafter(options['drafter'])
-  if tokenizer is None:
-    raise ConfigError('drafted needs the verifier run\'s tokenizer to check the drafter against it.')
-  if not os.path.exists(os.path.join(workdir, TOKENIZER_FILE)):
-    load_run(workdir)  # its error names what is missing
-  if not tokenizer.same_vocabulary(Tokenizer(os.path.join(workdir, TOKENIZER_FILE))):
+  if tokenizer is None or load_run is None:
+    raise ConfigError('drafted needs the verifier run\'s tokenizer and a run loader to load and check the drafter '
+                      '(build_decoder(..., tokenizer=run.tokenizer, load_run=nat_jax.runs.load_run)).')
+  run = load_run(workdir)
+  if not tokenizer.same_vocabulary(run.tokenizer):
     raise ConfigError(f'drafter {workdir} has another tokenizer than the verifier: drafts are token ids, so both '
                       'runs must share spm.model (train the drafter with init_from or on a copy of the verifier\'s).')
-  run = load_run(workdir)
   if not name and WindowDrafter in run.method.views():
     return head_drafter(method, run), run.params, fn_options
   name = name or run.config.test_decoder
@@ -269,7 +268,7 @@ def load_drafter(method, options, tokenizer):
 
 def head_drafter(method, run):
   """extra_fn of a drafter run that is a draft head (self-drafting) for the verifier `method`."""
-  if not getattr(method, 'feeds_draft_heads', False):
+  if not method.feeds_draft_heads:
     raise ConfigError(f'drafter {run.method.label()} is a draft head on an autoregressive model\'s decoder states; '
                       f'method {method.name!r} does not feed one (use an AT verifier, or a drafter run that '
                       'writes whole drafts, e.g. <workdir>:greedy).')

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
-from nat_jax.decode.lengths import resolve_max_len, through_first_eos
+from nat_jax.core.tokens import ceil_div, through_first_eos
+from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.registry import register_decoder
 
 
@@ -69,7 +70,7 @@ def greedy_decode(scorer: LeftToRightScorer, src: jax.Array, max_len: int = 0) -
   (steps / z rounded up; what Jacobi decoding's iterations compare with).
   """
   z = scorer.tokens_per_step
-  num_steps = -(-resolve_max_len(scorer, src, max_len) // z)
+  num_steps = decode_steps(scorer, src, max_len)
   final = greedy_search(scorer, scorer.encode(src), src.shape[0], num_steps)
   return DecodeOutput(scorer.read_out(final.tokens[:, z:]), final.logp,
-                      {'steps': final.lengths, 'iterations': -(-final.lengths // z)})
+                      {'steps': final.lengths, 'iterations': ceil_div(final.lengths, z)})

@@ -3,7 +3,8 @@
 (1) Skip-AT from <B_k> until EOS, at most ceil(bound / k) steps: greedy for b_at = 1 (or, with
 `jacobi_block` = n > 0, Jacobi decoding in blocks of n steps, HGJ: the same tokens as greedy in fewer
 decoder passes, nat_jax.decode.jacobi), else beam search with b_at beams and GNMT length penalty
-alpha, keeping its b_nat best hypotheses z_1..z_m (through the first EOS). (2) For each, one Skip-CMLM pass over ([M]^(k-1) z_1 ... [M]^(k-1) z_m)
+alpha, keeping its b_nat best hypotheses z_1..z_m (through the first EOS). (2) For each, one Skip-CMLM pass
+over ([M]^(k-1) z_1 ... [M]^(k-1) z_m)
 fills every [M] with its argmax; the z tokens never change. (3) Score S = sum of the Skip-AT
 log-probabilities + sum of the filled tokens' log-probabilities (unnormalised); the best S wins.
 (4) The output is cut at its first EOS (a filled token may end the sentence inside the last chunk).
@@ -16,29 +17,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nat_jax.data.tokenizer import Tokenizer
-from nat_jax.decode.beam import add_beam_dim, beam_search, best_hypotheses
+from nat_jax.decode.beam import LENGTH_PENALTY, add_beam_dim, beam_search, best_hypotheses
 from nat_jax.decode.greedy import greedy_search
 from nat_jax.decode.interfaces import DecodeOutput, HybridScorer
 from nat_jax.decode.jacobi import finish, jacobi_search
-from nat_jax.decode.lengths import through_first_eos
 from nat_jax.decode.mask_predict import predict
 from nat_jax.decode.registry import register_decoder
+from nat_jax.core.tokens import ceil_div, skip_frame, through_first_eos
 from nat_jax.errors import ConfigError
-
-
-def skip_frame(skips: jax.Array, k: int, mask_id: int = Tokenizer.mask_id) -> tuple[jax.Array, jax.Array]:
-  """skips i32[R, m] (Skip-AT tokens, 0 after the first EOS) -> (Skip-CMLM input i32[R, k m]: z_j at
-  slot jk + k - 1, [MASK] at the other slots of the chunks through the first EOS (all m where there
-  is none), 0 past them; fill bool[R, k m]: the [MASK] slots). Also what training feeds
-  (methods.hrt.chunk_samples' skip_cmlm_inputs, from the Skip-AT targets)."""
-  _, z_len = through_first_eos(skips)  # [R] chunks in use (m where no EOS)
-  slots = jnp.arange(k * skips.shape[1])  # [km]
-  on_skip = slots % k == k - 1
-  in_use = slots[None, :] < k * z_len[:, None]  # [R, km]
-  z = jnp.take(skips, slots // k, axis=1)  # [R, km]: z of each slot's chunk
-  fill = in_use & ~on_skip[None, :]
-  return jnp.where(in_use, jnp.where(on_skip[None, :], z, mask_id), 0), fill
 
 
 def fill_chunks(view: HybridScorer, enc, skips: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
@@ -63,9 +49,9 @@ def check_hrt_options(method, options):
                       f'(got b_at={options["b_at"]}).')
 
 
-@register_decoder('hrt', HybridScorer, check=check_hrt_options, b_at=1, b_nat=1, alpha=0.6, chunk=0, jacobi_block=0,
-                  max_len=0)
-def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1, alpha: float = 0.6,
+@register_decoder('hrt', HybridScorer, check=check_hrt_options, b_at=1, b_nat=1, alpha=LENGTH_PENALTY, chunk=0,
+                  jacobi_block=0, max_len=0)
+def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1, alpha: float = LENGTH_PENALTY,
                chunk: int = 0, jacobi_block: int = 0, max_len: int = 0) -> DecodeOutput:
   """chunk: 0 = the model's k, 1 = left to right; jacobi_block: 0 = greedy Skip-AT, n > 0 = Jacobi
   (HGJ) in blocks of n steps (b_at = 1 only); max_len: output tokens (0 = the model's bound).
@@ -78,7 +64,7 @@ def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1
     raise ValueError(f'hrt: jacobi_block={jacobi_block} needs jacobi_block >= 0, and b_at = 1 when it is set '
                      f'(Jacobi decoding replaces greedy Skip-AT, not beam search; got b_at={b_at}).')
   scorer = view.skip_scorer(k)
-  steps = -(-max_len // k) if max_len > 0 else scorer.max_decode_len(src.shape[1])
+  steps = ceil_div(max_len, k) if max_len > 0 else scorer.max_decode_len(src.shape[1])
   b = src.shape[0]
   enc = scorer.encode(src)
   if jacobi_block:

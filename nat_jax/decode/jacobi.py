@@ -37,7 +37,7 @@ any such function.
 PGJ vs HGJ. The paper's PGJ knows the target length beforehand (an oracle) and HGJ, its practical
 variant, needs none: it keeps decoding blocks until a converged block holds an EOS (bounded by the
 maximum length). Here a block counts as converged once every position up to its first EOS is
-final (positions past an EOS are not part of any output, and the issue bounds every algorithm by
+final (positions past an EOS are not part of any output, and docs/methods.md §5 bounds every algorithm by
 greedy length + 1 iterations), so HGJ stops exactly where the oracle length would have stopped
 PGJ: with a per-row EOS check the two coincide, and `jacobi_pgj` / `jacobi_hgj` share one stop
 rule. Both names are kept for parity with the paper's tables; PJ is one block over the maximum length.
@@ -53,7 +53,8 @@ import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
-from nat_jax.decode.lengths import resolve_max_len, through_first_eos
+from nat_jax.core.tokens import ceil_div, through_first_eos
+from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.registry import register_decoder
 
 
@@ -94,7 +95,7 @@ def init_state(scorer: LeftToRightScorer, enc, batch: int, width: int, t_max: in
                init_draft: Callable) -> JacobiState:
   """Draft of P = ceil(t_max / width) * width output tokens after z start slots, nothing final, block 0."""
   z = scorer.tokens_per_step
-  padded = -(-t_max // width) * width
+  padded = ceil_div(t_max, width) * width
   starts = jnp.full((batch, z), Tokenizer.bos_id, jnp.int32)
   tokens = jnp.concatenate([starts, init_draft(batch, padded).astype(jnp.int32)], axis=1)  # [B, z+P]
   zeros = jnp.zeros((batch,), jnp.int32)
@@ -153,11 +154,6 @@ def block_width(z: int, t_max: int, block_size: int) -> int:
   return t_max if block_size <= 0 else min(block_size * z, t_max)
 
 
-def jacobi_steps(scorer: LeftToRightScorer, src, max_len: int) -> int:
-  """Greedy's number of decoding steps for a source batch (the length bound over z tokens per step)."""
-  return -(-resolve_max_len(scorer, src, max_len) // scorer.tokens_per_step)
-
-
 def jacobi_search(scorer: LeftToRightScorer, enc, batch: int, num_steps: int, block_size: int,
                   init_draft: Callable = pad_draft) -> JacobiState:
   """Jacobi decoding of at most `num_steps` steps of z tokens from an encoder state (`scorer.encode`'s,
@@ -173,7 +169,7 @@ def jacobi_search(scorer: LeftToRightScorer, enc, batch: int, num_steps: int, bl
 def jacobi_decode(scorer: LeftToRightScorer, src, *, block_size: int, max_len: int,
                   init_draft: Callable = pad_draft) -> DecodeOutput:
   """Jacobi decoding of src i32[B, S] in blocks of `block_size` steps (<= 0: one block, PJ) as one while_loop."""
-  num_steps = jacobi_steps(scorer, src, max_len)
+  num_steps = decode_steps(scorer, src, max_len)
   final = jacobi_search(scorer, scorer.encode(src), src.shape[0], num_steps, block_size, init_draft)
   return finish(scorer, final, num_steps * scorer.tokens_per_step)
 
@@ -191,7 +187,7 @@ def trace_jacobi(build: Callable[[Any], LeftToRightScorer], params, src, *, bloc
   build(params) -> the scorer (a method's LeftToRightScorer view), so params stay jit arguments.
   """
   scorer = build(params)
-  t_max = jacobi_steps(scorer, src, max_len) * scorer.tokens_per_step
+  t_max = decode_steps(scorer, src, max_len) * scorer.tokens_per_step
   width = block_width(scorer.tokens_per_step, t_max, block_size)
   enc, state = jax.jit(lambda p, x: jacobi_start(build(p), x, width, t_max, init_draft))(params, src)
   step = jax.jit(lambda p, e, st: jacobi_iteration(build(p), e, st, width, t_max))

@@ -1,4 +1,4 @@
-"""Multi-word beam search (IBDecoder / SA / IMDecoder; DESIGN §4.5): z tokens per step, one jitted
+"""Multi-word beam search (IBDecoder / SA / IMDecoder; docs/methods.md §4): z tokens per step, one jitted
 lax.while_loop over a KV cache that grows by z slots per step.
 
 Runs on any LeftToRightScorer (z = tokens_per_step; with z = 1 it is a beam search that keeps the
@@ -28,12 +28,12 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
-from nat_jax.decode.beam import BeamState, best_hypotheses, next_state, search
-from nat_jax.decode.dag import clean_path_tokens
+from nat_jax.decode.beam import LENGTH_PENALTY, BeamState, best_hypotheses, next_state, search
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
-from nat_jax.decode.lengths import resolve_max_len, through_first_eos
+from nat_jax.core.tokens import clean_path_tokens, through_first_eos
+from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.registry import register_decoder
-from nat_jax.models.layers import NEG_INF
+from nat_jax.core.masks import NEG_INF
 
 
 def step_candidates(alive_logp: jax.Array, logp: jax.Array, beam_size: int) -> tuple[jax.Array, jax.Array]:
@@ -94,9 +94,9 @@ def multiword_search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int,
                 lambda e, s: multiword_step(scorer, e, s, alpha, ban_first_eos))
 
 
-@register_decoder('multiword_beam', LeftToRightScorer, beam_size=4, alpha=0.6, dedup=False, ban_first_eos=True,
-                  max_len=0)
-def multiword_beam(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = 0.6,
+@register_decoder('multiword_beam', LeftToRightScorer, beam_size=4, alpha=LENGTH_PENALTY, dedup=False,
+                  ban_first_eos=True, max_len=0)
+def multiword_beam(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = LENGTH_PENALTY,
                    dedup: bool = False, ban_first_eos: bool = True, max_len: int = 0) -> DecodeOutput:
   """Beam search over steps of z tokens; the best hypothesis by logp / lp(length), read out by the scorer.
 
@@ -104,7 +104,7 @@ def multiword_beam(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4
   aux 'steps' (tokens incl. EOS of the returned hypothesis before de-duplication) and 'loop_steps'.
   """
   z = scorer.tokens_per_step
-  num_steps = -(-resolve_max_len(scorer, src, max_len) // z)
+  num_steps = decode_steps(scorer, src, max_len)
   final = multiword_search(scorer, scorer.encode(src), src.shape[0], beam_size, alpha, num_steps, ban_first_eos)
   seqs, scores, _ = best_hypotheses(final, alpha, 1, start_slots=z)
   tokens = scorer.read_out(seqs[:, 0])  # [B, T]

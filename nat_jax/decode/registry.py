@@ -25,10 +25,10 @@ class Decoder:
   needs: type                      # the Protocol (nat_jax.decode.interfaces) its view implements
   defaults: dict[str, Any]
   check: Optional[Callable[[Any, dict], None]] = None  # check(method, options): ConfigError if they cannot work
-  # prepare(method, options, tokenizer) -> (extra_fn, extra_params, fn_options), run once when the decoder is
-  # built, for decoders that need another model (drafted: the drafter run): fn gets **extra_fn(extra_params, src)
-  # inside the same jit, and fn_options instead of the parsed options.
-  prepare: Optional[Callable[[Any, dict, Any], tuple[Callable, Any, dict]]] = None
+  # prepare(method, options, tokenizer, load_run) -> (extra_fn, extra_params, fn_options), run once when the
+  # decoder is built, for decoders that need another model (drafted: the drafter run, loaded by the caller's
+  # load_run): fn gets **extra_fn(extra_params, src) inside the same jit, and fn_options instead of the options.
+  prepare: Optional[Callable[[Any, dict, Any, Any], tuple[Callable, Any, dict]]] = None
 
 
 DECODERS: dict[str, Decoder] = {}
@@ -125,20 +125,22 @@ def method_view(method, protocol: type, user: str) -> Callable[[Any], Any]:
   return build
 
 
-def make_decode_fn(method, name: str, options: dict[str, Any], tokenizer=None) -> Callable[[Any, jax.Array], DecodeOutput]:
+def make_decode_fn(method, name: str, options: dict[str, Any], tokenizer=None,
+                   load_run=None) -> Callable[[Any, jax.Array], DecodeOutput]:
   """(params, src i32[B, S]) -> DecodeOutput, one jitted call: decoder `name` on the method's view of
-  `params` (and, for a decoder with `prepare`, the other model it needs; `tokenizer` is the run's)."""
+  `params` (and, for a decoder with `prepare`, the other model it needs: `tokenizer` is the run's,
+  `load_run(workdir)` loads another run, nat_jax.runs.load_run)."""
   decoder = DECODERS[name]
   build = method_view(method, decoder.needs, f'Decoder {name!r}')
   if decoder.prepare is None:
     return jax.jit(lambda params, src: decoder.fn(build(params), src, **options))
-  extra_fn, extra_params, fn_options = decoder.prepare(method, options, tokenizer)
+  extra_fn, extra_params, fn_options = decoder.prepare(method, options, tokenizer, load_run)
   jitted = jax.jit(lambda params, extra, src: decoder.fn(build(params), src, **extra_fn(extra, src), **fn_options))
   return lambda params, src: jitted(params, extra_params, src)
 
 
-def build_decoder(method, name: str, overrides: dict[str, str], tokenizer=None):
+def build_decoder(method, name: str, overrides: dict[str, str], tokenizer=None, load_run=None):
   """(decode fn, parsed options) from a decoder name and its string options, all checked."""
   options = parse_options(name, overrides)
   check_decoder(method, name, options)
-  return make_decode_fn(method, name, options, tokenizer), options
+  return make_decode_fn(method, name, options, tokenizer, load_run), options

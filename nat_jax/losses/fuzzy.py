@@ -20,7 +20,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nat_jax.losses.dag import clean_log, emission_mask, transition_mask
+from nat_jax.core.graph import clean_log, emission_mask, transition_mask
 
 
 def transition_probs(log_trans: jax.Array, graph_lengths: jax.Array) -> jax.Array:

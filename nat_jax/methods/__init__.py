@@ -1,16 +1,7 @@
 """Method registry: `config.model.method` -> the object that trains a model and offers its decoding views.
 
-A method implements:
-  name                                      its registry name
-  normalizer                                'tokens' or 'sentences': the count in the loss sums that
-                                            the summed loss (and its gradient) is divided by
-  init_params(rng, batch) -> params         (boxed with logical axis names)
-  loss(params, batch, rng, step=0, deterministic=False) -> sums over the batch
-      {'loss', 'nll', 'correct', 'tokens', <normalizer>, ...method counts}; step i32[] is the
-      update number (schedules such as glancing use it)
-  views() -> {Protocol: build(params) -> view}
-      what its decoders see (nat_jax.decode.interfaces); every registered decoder whose Protocol
-      is offered runs on it (nat_jax.decode.decoders_for)
+A method subclasses `nat_jax.methods.base.Method` (the contract as code: name, normalizer,
+init_params, loss, views, label, adopt_params, upgrade_config).
 A method turns the batch {'source', 'target'} into its decoder inputs with one pure function
 (e.g. `autoregressive_inputs`) and token-level methods share one loss over those inputs
 (nat_jax.methods.teacher_forcing). A method with options of its own has a config section named
@@ -27,6 +18,7 @@ from typing import Callable, Optional
 import ml_collections
 
 from nat_jax.errors import ConfigError
+from nat_jax.methods.base import Method
 
 METHODS: dict[str, type] = {}
 DEFAULTS: dict[str, Callable[[], ml_collections.ConfigDict]] = {}  # method -> its config section's defaults
@@ -34,6 +26,8 @@ DEFAULTS: dict[str, Callable[[], ml_collections.ConfigDict]] = {}  # method -> i
 
 def register(name: str, default_config: Optional[Callable[[], ml_collections.ConfigDict]] = None):
   def wrap(cls):
+    if not issubclass(cls, Method):
+      raise TypeError(f'method {name!r}: {cls.__name__} must subclass nat_jax.methods.base.Method')
     cls.name = name
     METHODS[name] = cls
     if default_config is not None:
@@ -63,7 +57,14 @@ def check_method_config(config):
                      f'its keys are those of {module}.default_config(): {sorted(known)}.')
 
 
-def get_method(config, vocab_size: int):
+def upgrade_config(plain: dict) -> dict:
+  """A run's config.json (as a dict) in today's layout: every method's `upgrade_config` in turn."""
+  for cls in METHODS.values():
+    plain = cls.upgrade_config(plain)
+  return plain
+
+
+def get_method(config, vocab_size: int) -> Method:
   """Builds the method named by `config.model.method`."""
   check_method_config(config)
   return METHODS[config.model.method](config, vocab_size)

@@ -10,10 +10,11 @@ import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import LeftToRightScorer
-from nat_jax.decode.lengths import decode_length_bound, through_first_eos
+from nat_jax.core.tokens import ceil_div, decode_length_bound, through_first_eos
 from nat_jax.methods import register
+from nat_jax.methods.base import Method
 from nat_jax.methods.teacher_forcing import DecoderInputs, teacher_forced_loss
-from nat_jax.models.layers import attention_mask
+from nat_jax.core.masks import attention_mask
 from nat_jax.models.transformer import Transformer, transformer_config
 
 
@@ -65,7 +66,8 @@ class TransformerScorer:
     Everything here is fixed per sentence, so beam search copies it once, never per step.
     """
     encoded = self._apply(src, method=Transformer.encode)
-    return {'encoded': encoded, 'src_valid': src > 0, 'cross_kv': self._apply(encoded, method=Transformer.precompute_cross)}
+    return {'encoded': encoded, 'src_valid': src > 0,
+            'cross_kv': self._apply(encoded, method=Transformer.precompute_cross)}
 
   def init_cache(self, enc, num_slots: int):
     """Self-attention cache: what changes while decoding (beam search reorders it every step)."""
@@ -132,11 +134,11 @@ class TransformerScorer:
 
   def max_decode_len(self, src_len: int) -> int:
     """Steps this view may take: the output-length bound, over position_stride tokens per slot."""
-    return -(-decode_length_bound(self.max_target_len, src_len) // self.position_stride)
+    return ceil_div(decode_length_bound(self.max_target_len, src_len), self.position_stride)
 
 
 @register('at')
-class AutoregressiveMethod:
+class AutoregressiveMethod(Method):
   """Plain encoder-decoder Transformer trained with teacher forcing."""
   normalizer = 'tokens'
   feeds_draft_heads = True  # its scorer offers step_states, one token per step (nat_jax.methods.selfdraft)
@@ -159,6 +161,3 @@ class AutoregressiveMethod:
   def views(self):
     return {LeftToRightScorer: self.scorer}
 
-  def label(self) -> str:
-    """Short description for tables."""
-    return self.name

@@ -4,7 +4,7 @@ The decoder reads the target with some tokens replaced by [MASK] and predicts th
 with full (non-causal) self-attention; slot t sits at position t. A length head on the
 mean-pooled encoder states predicts the target length, counting the EOS (Transformer.length_logits).
 
-Our choices where the papers and their two codebases leave room (DESIGN.md §4.4):
+Our choices where the papers and their two codebases leave room (docs/methods.md §3):
 - EOS is part of the length and sits, unmasked, at slot N - 1; only the N - 1 text tokens are
   masked and predicted, so the decoder is told where the sentence ends exactly as Mask-Predict
   tells it (the length is given).
@@ -28,6 +28,7 @@ from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import MaskPredictor
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.methods import register
+from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer
 from nat_jax.methods.sampling import random_subset
 from nat_jax.methods.teacher_forcing import DecoderInputs
@@ -63,7 +64,7 @@ def text_slots(target: jax.Array) -> jax.Array:
 
 
 @register('cmlm', default_config)
-class CmlmMethod:
+class CmlmMethod(Method):
   """CMLM: masked-token cross-entropy + target-length cross-entropy; a MaskPredictor view."""
   normalizer = 'tokens'
 
@@ -115,6 +116,3 @@ class CmlmMethod:
   def views(self):
     return {MaskPredictor: lambda params: TransformerScorer(self.model, params, self.max_target_len)}
 
-  def label(self) -> str:
-    """Short description for tables."""
-    return self.name

@@ -31,13 +31,14 @@ import ml_collections
 
 from nat_jax.data.tokenizer import BOS_ID
 from nat_jax.decode.interfaces import Graph, GraphPredictor
-from nat_jax.decode.lengths import decode_length_bound
-from nat_jax.losses.dag import dag_best_alignment, dag_log_likelihood, valid_pairs
+from nat_jax.core.tokens import decode_length_bound
+from nat_jax.losses.dag import dag_best_alignment, dag_log_likelihood, dag_nll_per_pair
 from nat_jax.losses.fuzzy import fuzzy_alignment_loss
 from nat_jax.methods import register
+from nat_jax.methods.base import Method
 from nat_jax.methods.sampling import random_subset
 from nat_jax.models.dag_transformer import DagTransformer
-from nat_jax.models.layers import NEG_INF
+from nat_jax.core.masks import NEG_INF
 from nat_jax.models.transformer import transformer_config
 from nat_jax.errors import ConfigError
 
@@ -97,9 +98,26 @@ def force_alignment(log_emit: jax.Array, align: jax.Array, glanced: jax.Array) -
 
 
 @register('dat', default_config)
-class DagMethod:
+class DagMethod(Method):
   """Directed Acyclic Transformer trained with DAG NLL (+ glancing) or the FA-DAT fuzzy loss."""
   normalizer = 'sentences'
+
+  @staticmethod
+  def upgrade_config(plain: dict) -> dict:
+    """A config.json written before method sections existed: DA-Transformer options used to sit in
+    `model` (upsample_scale, link_heads, max_transition_length) and a `dag` section; they now form
+    the `dat` section (and leave other methods' configs)."""
+    old_model_keys = ('upsample_scale', 'link_heads', 'max_transition_length')
+    if not any(k in plain['model'] for k in old_model_keys) and 'dag' not in plain:
+      return plain
+    plain = {**plain, 'model': dict(plain['model'])}
+    moved = {k: plain['model'].pop(k) for k in old_model_keys if k in plain['model']}
+    moved.update(plain.pop('dag', {}))
+    if plain['model']['method'] == 'dat':
+      section = default_config()
+      section.update(moved)
+      plain['dat'] = section.to_dict()
+    return plain
 
   def __init__(self, config, vocab_size: int):
     dat = config.dat
@@ -192,10 +210,8 @@ class DagMethod:
 
     stop = (lambda x: x) if nll_loss else jax.lax.stop_gradient  # fuzzy: the likelihood is a metric only
     ll = dag_log_likelihood(stop(log_trans), stop(log_emit), target_lengths, graph_lengths)  # [B]
-    valid, impossible = valid_pairs(ll, target_lengths)  # [B] each
-    if nll_loss:
-      per_pair = -ll / jnp.maximum(target_lengths, 1)
-    else:
+    per_pair, valid, impossible = dag_nll_per_pair(ll, target_lengths)  # [B] each: the tested NLL loss per pair
+    if not nll_loss:
       per_pair = fuzzy_alignment_loss(log_trans, log_emit, targets, target_lengths, graph_lengths, self.ngram)
     weights = valid.astype(jnp.float32)
     return {'loss': jnp.sum(jnp.where(valid, per_pair, 0.0)), 'sentences': jnp.sum(weights),

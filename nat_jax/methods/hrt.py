@@ -1,7 +1,7 @@
 """Hybrid-regressive translation ('hrt', Wang et al.; the RoyalFlush WMT22 system builds on it).
 
 One encoder and ONE shared decoder trained on four tasks. For chunk size k a target (y + EOS,
-padded with EOS to a multiple of k: s_1 .. s_N) gives (`chunk_samples`, the DESIGN §3 contract):
+padded with EOS to a multiple of k: s_1 .. s_N) gives (`chunk_samples`, the docs/methods.md §1 contract):
   Skip-AT    causal: from the start token <B_k> at position 0, write s_k, s_2k, ..., s_N, the
              input s_jk sitting at its original position jk;
   Skip-CMLM  non-causal: given s_k, s_2k, ... in place and [MASK] elsewhere, fill the k - 1
@@ -14,7 +14,7 @@ Every pair thus gives one causal and one non-causal sample; the two passes share
 and their label-smoothed cross-entropies are summed with equal weight and normalised per target
 token. Mixed distillation comes from the data pipeline: data.distill_dir + data.raw_prob.
 
-Our choices (DESIGN §4.4 tags them [R]):
+Our choices (docs/methods.md §3 tags them [R]):
 - <B_k> is an input-only start token (id = vocab size, Transformer start_tokens=1), so Skip-AT's
   first step differs from AT's although both start at position 0.
 - Key-only relative positions in decoder self-attention (model.relative_window, w = 16 in the
@@ -39,10 +39,11 @@ import jax.numpy as jnp
 import ml_collections
 
 from nat_jax.data.tokenizer import Tokenizer
-from nat_jax.decode.hrt import skip_frame
+from nat_jax.core.tokens import ceil_div, skip_frame
 from nat_jax.decode.interfaces import HybridScorer, LeftToRightScorer
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.methods import register
+from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer, autoregressive_inputs, init_transformer
 from nat_jax.methods.cmlm import masked_inputs, random_mask
 from nat_jax.methods.teacher_forcing import DecoderInputs
@@ -59,15 +60,15 @@ def default_config() -> ml_collections.ConfigDict:
 
 
 def chunk_samples(targets: jax.Array, k: int, bos_id: int, eos_id: int, mask_id: int) -> dict[str, jax.Array]:
-  """Skip-AT and Skip-CMLM samples of targets i32[B, T] (y + EOS, 0-padded) for chunk size k (DESIGN §3).
+  """Skip-AT and Skip-CMLM samples of targets i32[B, T] (y + EOS, 0-padded) for chunk size k (docs/methods.md §1).
 
   Returns i32 arrays: skip_at_inputs / skip_at_positions / skip_at_targets [B, U] and
   skip_cmlm_inputs / skip_cmlm_targets [B, k U], U = ceil(T / k).
   """
   b, t = targets.shape
-  u = -(-t // k)
+  u = ceil_div(t, k)
   n = jnp.sum(targets > 0, axis=1)  # [B] tokens incl. EOS
-  big_n = k * (-(-n // k))  # [B] N = k ceil(n / k)
+  big_n = k * ceil_div(n, k)  # [B] N = k ceil(n / k)
   idx = jnp.arange(k * u)[None, :]  # [1, kU] 0-indexed (1-indexed i = idx + 1)
   s = jnp.pad(targets, ((0, 0), (0, k * u - t)))
   s = jnp.where((idx >= n[:, None]) & (idx < big_n[:, None]), eos_id, s)  # [B, kU]: EOS-padded to N, 0 past N
@@ -101,7 +102,8 @@ def pad_to(x: jax.Array, width: int) -> jax.Array:
   return jnp.pad(x, ((0, 0), (0, width - x.shape[1])))
 
 
-def mixed_views(targets: jax.Array, skip: jax.Array, k: int, skip_start: int, rng) -> tuple[DecoderInputs, DecoderInputs]:
+def mixed_views(targets: jax.Array, skip: jax.Array, k: int, skip_start: int,
+                rng) -> tuple[DecoderInputs, DecoderInputs]:
   """(causal view [B, T], non-causal view [B, k U]) of a batch: Skip-AT / Skip-CMLM samples on the
   rows where skip bool[B] is set, AT / randomly masked CMLM samples on the others."""
   t = targets.shape[1]
@@ -121,7 +123,7 @@ def mixed_views(targets: jax.Array, skip: jax.Array, k: int, skip_start: int, rn
 
 
 @register('hrt', default_config)
-class HrtMethod:
+class HrtMethod(Method):
   """HRT: Skip-AT + Skip-CMLM + AT + CMLM on one shared decoder, with the Skip-share curriculum."""
   normalizer = 'tokens'
 

@@ -16,10 +16,10 @@ slots j with j // z <= i // z), so one decoding step predicts z tokens at once.
   (2, 2)   IBDecoder + SA  4   (y1, y5, y2, y4) (y3, EOS, -, -)
   (4, 1)   IMDecoder       4   (y1, y3, y4, y5) (y2, EOS, -, -)
 
-The DESIGN §3 contract functions `interleave`, `deinterleave`, `ib_positions` and
+The docs/methods.md §1 contract functions `interleave`, `deinterleave`, `ib_positions` and
 `block_causal_mask` are here; `reorder` / `restore` generalise interleave to any h.
 
-Our choices where the paper is silent (DESIGN §4.5 tags them [P]/[R]):
+Our choices where the paper is silent (docs/methods.md §4 tags them [P]/[R]):
 - Slot order for h = 2m streams (IMDecoder: h = 4): the n tokens before EOS are split into m
   consecutive segments of near-equal size (the first n mod m one token longer); every segment is
   read by a forward and a backward stream that meet in its middle; the h streams take turns in
@@ -53,11 +53,12 @@ import numpy as np
 
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import LeftToRightScorer
-from nat_jax.decode.lengths import through_first_eos
+from nat_jax.core.tokens import through_first_eos
 from nat_jax.methods import register
+from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer
 from nat_jax.methods.teacher_forcing import DecoderInputs, teacher_forced_loss
-from nat_jax.models.layers import attention_mask
+from nat_jax.core.masks import attention_mask
 from nat_jax.models.transformer import Transformer, transformer_config
 from nat_jax.errors import ConfigError
 
@@ -129,23 +130,23 @@ def restore(tokens: jax.Array, h: int) -> jax.Array:
 
 
 def interleave(targets: jax.Array) -> jax.Array:
-  """DESIGN §3: y_1..y_n, EOS, 0... -> y_1, y_n, y_2, y_(n-1), ..., EOS, 0... (i32[B, T])."""
+  """docs/methods.md §1: y_1..y_n, EOS, 0... -> y_1, y_n, y_2, y_(n-1), ..., EOS, 0... (i32[B, T])."""
   return reorder(targets, 2)
 
 
 def deinterleave(tokens: jax.Array) -> jax.Array:
-  """DESIGN §3: the inverse of `interleave` (out[0::2] + reversed(out[1::2]) over the n tokens before EOS)."""
+  """docs/methods.md §1: the inverse of `interleave` (out[0::2] + reversed(out[1::2]) over the n tokens before EOS)."""
   return restore(tokens, 2)
 
 
 def ib_positions(length: int) -> jax.Array:
-  """DESIGN §3: i32[T], the position of the slot predicting the t-th token: (-1)^(t-1) ceil(t/2)."""
+  """docs/methods.md §1: i32[T], the position of the slot predicting the t-th token: (-1)^(t-1) ceil(t/2)."""
   t = np.arange(1, length + 1)
   return jnp.asarray(np.where(t % 2 == 1, 1, -1) * ((t + 1) // 2), jnp.int32)
 
 
 def block_causal_mask(length: int, z: int) -> jax.Array:
-  """DESIGN §3: bool[T, T], slot i may attend slot j iff ceil(i/z) >= ceil(j/z) (1-indexed)."""
+  """docs/methods.md §1: bool[T, T], slot i may attend slot j iff ceil(i/z) >= ceil(j/z) (1-indexed)."""
   return attention_mask(jnp.arange(length) // z)
 
 
@@ -169,7 +170,8 @@ def ibdecoder_inputs(target: jax.Array, h: int, c: int) -> DecoderInputs:
   and predicts the slot-order token i."""
   z = h * c
   ordered = reorder(target, h)  # [B, T]
-  tokens = jnp.concatenate([jnp.full_like(ordered[:, :z], Tokenizer.bos_id), ordered[:, :-z]], axis=1)[:, :target.shape[1]]
+  tokens = jnp.concatenate([jnp.full_like(ordered[:, :z], Tokenizer.bos_id), ordered[:, :-z]],
+                           axis=1)[:, :target.shape[1]]
   slots = jnp.arange(target.shape[1])  # [T]
   directions = slot_directions(slots, h)
   return DecoderInputs(tokens=tokens, positions=jnp.broadcast_to(slot_positions(slots, h), target.shape),
@@ -198,7 +200,7 @@ class IbDecoderScorer(TransformerScorer):
 
 
 @register('ibdecoder', default_config)
-class IbDecoderMethod:
+class IbDecoderMethod(Method):
   """IBDecoder / SA / IMDecoder: a Transformer trained on the slot-order target with a block-causal mask."""
   normalizer = 'tokens'
 

@@ -34,6 +34,7 @@ from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import LeftToRightScorer, WindowDrafter
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.methods import register
+from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer, autoregressive_inputs, init_transformer
 from nat_jax.models.draft_head import DraftHead, boundary_states
 from nat_jax.models.transformer import Transformer, transformer_config
@@ -133,7 +134,7 @@ class SelfDraftScorer(TransformerScorer):
 
 
 @register('selfdraft', default_config)
-class SelfDraftMethod:
+class SelfDraftMethod(Method):
   """A draft head over a frozen AT: windowed cross-entropy on the AT's own greedy translations."""
   normalizer = 'tokens'
   feeds_draft_heads = True  # the frozen AT verifier (another selfdraft run's head may draft for it)

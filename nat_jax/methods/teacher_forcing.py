@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
-from nat_jax.models.layers import attention_mask
+from nat_jax.core.masks import attention_mask
 
 
 @flax.struct.dataclass

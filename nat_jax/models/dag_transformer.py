@@ -16,9 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nat_jax.data.tokenizer import BOS_ID, EOS_ID
-from nat_jax.losses.dag import transition_mask
-from nat_jax.models.layers import NEG_INF, attention_mask, default_init, sinusoidal_positions
+from nat_jax.core.tokens import BOS_ID, EOS_ID
+from nat_jax.core.graph import transition_mask
+from nat_jax.core.masks import NEG_INF, attention_mask
+from nat_jax.models.layers import default_init, sinusoidal_positions
 from nat_jax.models.transformer import Transformer, TransformerConfig
 
 

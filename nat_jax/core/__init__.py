@@ -1,0 +1,3 @@
+"""Leaf primitives every layer shares: special token ids and output lengths (`tokens`), attention
+masks (`masks`), the DA-Transformer graph primitives (`graph`). Nothing here imports from nat_jax,
+so data, models, losses, methods and decoders all import downward from it."""

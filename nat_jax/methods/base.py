@@ -1,0 +1,51 @@
+"""The method contract as code: what train, translate, evaluate and the benchmark call on a method.
+
+A method is registered under a name (`@register('name', default_config)` in nat_jax.methods) and
+built from the whole config and the vocabulary size. It turns the batch {'source', 'target'} into
+its decoder inputs with pure functions, computes its loss sums, and offers *views*: Protocol ->
+build(params) -> an object implementing it (nat_jax.decode.interfaces); every registered decoder
+whose Protocol is offered runs on it. t5x's BaseModel plays the same part there.
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any, Callable
+
+import ml_collections
+
+
+class Method(abc.ABC):
+  name: str = ''                   # its registry name (set by @register)
+  normalizer: str = 'tokens'       # 'tokens' or 'sentences': the count in `loss`'s sums the summed loss is divided by
+  feeds_draft_heads: bool = False  # its left-to-right view offers step_states, one token per step (self-drafting)
+
+  @abc.abstractmethod
+  def __init__(self, config: ml_collections.ConfigDict, vocab_size: int):
+    """Checks the method's settings (ConfigError naming the key) and builds its model."""
+
+  @abc.abstractmethod
+  def init_params(self, rng, batch: dict) -> Any:
+    """Parameters (boxed with logical axis names), shaped by a batch {'source', 'target'}."""
+
+  @abc.abstractmethod
+  def loss(self, params, batch: dict, rng, step=0, deterministic: bool = False) -> dict:
+    """Sums over the batch: {'loss', 'nll', 'correct', 'tokens', <normalizer>, ...method counts};
+    step i32[] is the update number (schedules such as glancing use it)."""
+
+  @abc.abstractmethod
+  def views(self) -> dict[type, Callable[[Any], Any]]:
+    """{Protocol: build(params) -> view}: what its decoders see."""
+
+  def label(self) -> str:
+    """Short description for tables (the name, plus what distinguishes a variant)."""
+    return self.name
+
+  def adopt_params(self, loaded: Any, fresh: Any) -> Any:
+    """Parameters to start from when `init_from` names another run: its `loaded` parameters,
+    completed with what this method adds from the `fresh` initialisation. Default: as loaded."""
+    return loaded
+
+  @staticmethod
+  def upgrade_config(plain: dict) -> dict:
+    """A run's config.json (as a dict) written by an older version -> today's layout. Default: unchanged."""
+    return plain
