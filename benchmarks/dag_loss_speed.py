@@ -22,7 +22,7 @@ from nat_jax.timing import machine, median_timed
 
 
 def make_inputs(batch: int, size: int, tlen: int, vocab: int, seed: int = 0):
-  """Normalised log transitions [B, L, L], log_emit [B, L, M], targets [B, M] and lengths [B]."""
+  """Normalized log transitions [B, L, L], log_emit [B, L, M], targets [B, M] and lengths [B]."""
   rng = np.random.default_rng(seed)
   graph_lengths = jnp.asarray(rng.integers(size // 2, size + 1, batch).clip(tlen, size), jnp.int32)  # [B]
   target_lengths = jnp.asarray(rng.integers(tlen // 2, tlen + 1, batch), jnp.int32)  # [B]

@@ -8,7 +8,7 @@ Vertices run left to right (0 .. G-1, G = the graph size the model chose for thi
 shows its --top_tokens most probable tokens with P(y | v). Above the axis: each vertex's --edges
 strongest outgoing transitions, darker for higher E_ij. Below: one coloured path per decoder
 (dag_greedy follows argmax E_ij, dag_lookahead argmax E_ij + max_y log P(y | j), dag_joint_viterbi the
-best path of the best normalised length), with the translation it reads off (repeats collapsed,
+best path of the best normalized length), with the translation it reads off (repeats collapsed,
 as the decoder does). Writes OUT.png (matplotlib) and OUT.html (self-contained: inline SVG, hover a
 vertex for its tokens); an --out ending in .png or .html names one of the pair.
 """

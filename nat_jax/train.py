@@ -68,12 +68,12 @@ def grad_step(method, params, batch, rng, step):
 
 
 def loss_denominator(sums: dict, normalizer: str) -> jax.Array:
-  """What the summed loss is divided by: the method's normaliser count ('tokens' or 'sentences'), >= 1."""
+  """What the summed loss is divided by: the method's normalizer count ('tokens' or 'sentences'), >= 1."""
   return jnp.maximum(sums[normalizer], 1.0)
 
 
-def normalise(sums: dict, normalizer: str) -> dict:
-  """Per-unit metrics from summed loss statistics: loss / the normaliser's count, nll, correct
+def normalize(sums: dict, normalizer: str) -> dict:
+  """Per-unit metrics from summed loss statistics: loss / the normalizer's count, nll, correct
   (-> accuracy) and every `<name>_per_token` count (e.g. the DAT's glanced tokens) / tokens; other
   counts (tokens, sentences, impossible, ...) stay sums."""
   tokens = jnp.maximum(sums['tokens'], 1.0)
@@ -85,12 +85,12 @@ def normalise(sums: dict, normalizer: str) -> dict:
 
 
 def apply_step(tx, normalizer: str, state: TrainState, grads, sums):
-  """Normalise the summed gradients like the loss and take one optimizer step."""
+  """Normalize the summed gradients like the loss and take one optimizer step."""
   denominator = loss_denominator(sums, normalizer)
   grads = jax.tree_util.tree_map(lambda g: g / denominator, grads)
   updates, opt_state = tx.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
-  metrics = normalise(sums, normalizer)
+  metrics = normalize(sums, normalizer)
   metrics.update(grad_norm=optax.tree.norm(grads))
   return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
@@ -319,7 +319,7 @@ class TrainLoop:
       sums = s if sums is None else {k: sums[k] + s[k] for k in s}
     run = Run(self.config, self.tokenizer, self.method, params, [])
     bleu, _ = evaluate_bleu(run, self.decode_fn, self.val_examples, self.config.decode_batch_size)
-    values = {k: float(v) for k, v in normalise(sums, self.method.normalizer).items()}
+    values = {k: float(v) for k, v in normalize(sums, self.method.normalizer).items()}
     values['bleu'] = bleu['first_ref']['bleu']
     self.metrics_log.write(step, 'validation', values)
     return values

@@ -11,11 +11,9 @@ from typing import Callable, Optional, Sequence
 import jax
 import numpy as np
 
+from nat_jax.core.tokens import WIDTH_STEP
 from nat_jax.data import Tokenizer, inference_batches
 from nat_jax.errors import log
-
-
-SOURCE_WIDTH_STEP = 8
 
 
 def source_lengths(max_len: int) -> list[int]:
@@ -25,7 +23,7 @@ def source_lengths(max_len: int) -> list[int]:
   DA-Transformer's graph of lambda x width vertices) stays close to the real length, for at most
   max_len / 8 compiled shapes, each compiled only when a batch needs it.
   """
-  return sorted({*range(SOURCE_WIDTH_STEP, max_len, SOURCE_WIDTH_STEP), max_len})
+  return sorted({*range(WIDTH_STEP, max_len, WIDTH_STEP), max_len})
 
 
 def encode_sources(texts: Sequence[str], tokenizer: Tokenizer, max_len: int,

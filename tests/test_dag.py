@@ -38,7 +38,7 @@ def _log_softmax(x, mask):
 
 @pytest.fixture(scope='module')
 def graph():
-  """Normalised transitions, token distributions, targets and log_emit (garbage where ignored)."""
+  """Normalized transitions, token distributions, targets and log_emit (garbage where ignored)."""
   rng = np.random.default_rng(0)
   b = len(GRAPH)
   v = np.arange(L)

@@ -6,6 +6,8 @@ import jax.numpy as jnp
 
 PAD_ID, EOS_ID, BOS_ID, UNK_ID, MASK_ID = 0, 1, 2, 3, 4  # fixed in every sentencepiece model we train
 
+WIDTH_STEP = 8  # padded widths (training buckets, inference shapes) are multiples of this
+
 # Output tokens (incl. EOS) a decoder may write for a padded source width S: LENGTH_RATIO * S + LENGTH_MARGIN.
 LENGTH_RATIO, LENGTH_MARGIN = 1.5, 10
 

@@ -9,7 +9,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from nat_jax.core.tokens import EOS_ID, PAD_ID, ceil_div
+from nat_jax.core.tokens import EOS_ID, PAD_ID, WIDTH_STEP, ceil_div
 
 Pair = tuple[np.ndarray, np.ndarray]  # (source int32[n], target int32[m]), both ending in EOS.
 RAW_STREAM = 0x7261  # third seed word of the raw-reference draws (apart from the epoch permutations)
@@ -25,7 +25,7 @@ def bucket_shapes(max_len: int, tokens_per_batch: int, num_buckets: int,
   if min(max_len, tokens_per_batch, num_buckets, row_multiple) < 1:
     raise ValueError('bucket_shapes needs positive max_len, tokens_per_batch, num_buckets and '
                      f'row_multiple, got {(max_len, tokens_per_batch, num_buckets, row_multiple)}.')
-  lengths = sorted({8 * math.ceil(max_len * (i + 1) / num_buckets / 8) for i in range(num_buckets)})
+  lengths = sorted({WIDTH_STEP * math.ceil(max_len * (i + 1) / num_buckets / WIDTH_STEP) for i in range(num_buckets)})
   return [(max(row_multiple, tokens_per_batch // length // row_multiple * row_multiple), length)
           for length in lengths]
 

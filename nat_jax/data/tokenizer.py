@@ -13,6 +13,7 @@ from nat_jax.errors import DataError, log
 from nat_jax.files import write_atomic
 
 MASK_PIECE = '<mask>'
+TOKENIZER_FILE = 'spm.model'  # a run's tokenizer, in its workdir
 MAX_TRAINING_SENTENCES = 200_000
 # Characters that must not reach a line of output: C0 and C1 controls (tab, CR, NUL, U+001C-U+001E,
 # NEL U+0085, ...), DEL, and the line / paragraph separators U+2028 / U+2029. Readers that split on

@@ -29,7 +29,7 @@ class BeamState:
   seqs: jax.Array        # i32[B, K, z+T]: alive hypotheses after z start slots (beam: z = 1, BOS)
   alive_logp: jax.Array  # f32[B, K]: their log-probabilities (NEG_INF = empty beam)
   fin_seqs: jax.Array    # i32[B, K, z+T]: the K best finished hypotheses
-  fin_scores: jax.Array  # f32[B, K]: their length-normalised scores (NEG_INF = none yet)
+  fin_scores: jax.Array  # f32[B, K]: their length-normalized scores (NEG_INF = none yet)
   cache: Any             # the scorer's cache, batch [B*K]
 
 
@@ -124,7 +124,7 @@ def beam_search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alph
 
 def best_hypotheses(final: BeamState, alpha: float, count: int,
                     start_slots: int = 1) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """The `count` (<= K) best hypotheses of a search: its finished ones by length-normalised score,
+  """The `count` (<= K) best hypotheses of a search: its finished ones by length-normalized score,
   then, if fewer finished, its alive ones by log-probability. Returns (tokens i32[B, count, T] 0
   after EOS, scores f32[B, count]: finished logp / lp(length), alive logp / lp(T); summed
   log-probabilities f32[B, count]). An alive hypothesis is a translation only when the search ran
@@ -142,7 +142,7 @@ def best_hypotheses(final: BeamState, alpha: float, count: int,
   valid, length = through_first_eos(seqs.reshape(-1, t_max))
   seqs = jnp.where(valid, seqs.reshape(-1, t_max), 0).reshape(seqs.shape)
   is_fin = rank < finished  # [B, count]
-  values = take(jnp.concatenate([final.fin_scores, final.alive_logp], axis=1))  # finished: normalised; alive: logp
+  values = take(jnp.concatenate([final.fin_scores, final.alive_logp], axis=1))  # finished: normalized; alive: logp
   fin_lp = length_penalty(length.reshape(is_fin.shape).astype(jnp.float32), alpha)
   scores = jnp.where(is_fin, values, values / length_penalty(t_max, alpha))
   logp = jnp.where(is_fin, values * fin_lp, values)

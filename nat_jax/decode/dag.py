@@ -68,7 +68,7 @@ def follow_argmax(log_trans: jax.Array, bonus: jax.Array, graph_lengths: jax.Arr
 
 def _joint_viterbi_path(log_trans: jax.Array, best: jax.Array, graph_lengths: jax.Array,
                         beta: float) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """(path i32[B, L], length i32[B], normalised score f32[B]) of joint-Viterbi (best f32[B, L]: max_y log P)."""
+  """(path i32[B, L], length i32[B], normalized score f32[B]) of joint-Viterbi (best f32[B, L]: max_y log P)."""
   size = log_trans.shape[1]
   trans = clean_log(log_trans, transition_mask(graph_lengths, size))  # [B, L, L]
   delta = viterbi_forward(trans, jnp.broadcast_to(best[None], (size,) + best.shape))  # [L, B, L]
@@ -145,7 +145,7 @@ def lookahead_path(graphs: GraphPredictor, src) -> tuple[jax.Array, jax.Array, j
 
 
 def joint_viterbi_path(graphs: GraphPredictor, src, beta: float = 1.0) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """(path, tokens, normalised path score) of `dag_joint_viterbi`: the best path per length, length
+  """(path, tokens, normalized path score) of `dag_joint_viterbi`: the best path per length, length
   chosen by score / m**beta (contract `joint_viterbi`)."""
   log_trans, log_probs, lengths_g = _full_graph(graphs, src)
   tokens, best = vertex_scores(log_probs, lengths_g)
@@ -171,5 +171,5 @@ def dag_lookahead(graphs: GraphPredictor, src, remove_repeats: bool = True) -> D
 
 @register_decoder('dag_joint_viterbi', GraphPredictor, beta=1.0, remove_repeats=True)
 def dag_joint_viterbi(graphs: GraphPredictor, src, beta: float = 1.0, remove_repeats: bool = True) -> DecodeOutput:
-  """The text of `joint_viterbi_path`; the returned score is that normalised path score."""
+  """The text of `joint_viterbi_path`; the returned score is that normalized path score."""
   return _finish(graphs, src, *joint_viterbi_path(graphs, src, beta), remove_repeats)

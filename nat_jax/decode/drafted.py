@@ -36,13 +36,14 @@ run, no drafter named), or from any function of the source or any WindowDrafter 
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 import flax
 import jax
 import jax.numpy as jnp
 
-from nat_jax.data.tokenizer import Tokenizer
+from nat_jax.data.tokenizer import TOKENIZER_FILE, Tokenizer
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer, WindowDrafter, one_token_per_step_message
 from nat_jax.decode.jacobi import final_eos, leading_run
 from nat_jax.core.tokens import through_first_eos
@@ -247,10 +248,11 @@ def load_drafter(method, options, tokenizer, load_run):
   if tokenizer is None or load_run is None:
     raise ConfigError('drafted needs the verifier run\'s tokenizer and a run loader to load and check the drafter '
                       '(build_decoder(..., tokenizer=run.tokenizer, load_run=nat_jax.runs.load_run)).')
-  run = load_run(workdir)
-  if not tokenizer.same_vocabulary(run.tokenizer):
+  spm = os.path.join(workdir, TOKENIZER_FILE)
+  if os.path.exists(spm) and not tokenizer.same_vocabulary(Tokenizer(spm)):  # before loading parameters sized for it
     raise ConfigError(f'drafter {workdir} has another tokenizer than the verifier: drafts are token ids, so both '
                       'runs must share spm.model (train the drafter with init_from or on a copy of the verifier\'s).')
+  run = load_run(workdir)  # its error names what is missing
   if not name and WindowDrafter in run.method.views():
     return head_drafter(method, run), run.params, fn_options
   name = name or run.config.test_decoder

@@ -6,7 +6,7 @@ decoder passes, nat_jax.decode.jacobi), else beam search with b_at beams and GNM
 alpha, keeping its b_nat best hypotheses z_1..z_m (through the first EOS). (2) For each, one Skip-CMLM pass
 over ([M]^(k-1) z_1 ... [M]^(k-1) z_m)
 fills every [M] with its argmax; the z tokens never change. (3) Score S = sum of the Skip-AT
-log-probabilities + sum of the filled tokens' log-probabilities (unnormalised); the best S wins.
+log-probabilities + sum of the filled tokens' log-probabilities (unnormalized); the best S wins.
 (4) The output is cut at its first EOS (a filled token may end the sentence inside the last chunk).
 A hypothesis that reached the step bound without EOS is filled and returned as it is.
 `chunk=1` decodes the same model plainly left to right (C_d = 1: AT format from BOS, no fill).

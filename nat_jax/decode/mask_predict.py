@@ -48,7 +48,7 @@ NOT_TEXT = NEVER_FILLED + (Tokenizer.eos_id,)  # what a text slot of a candidate
 def predict(view: MaskPredictor, enc, tokens: jax.Array,
             banned: tuple[int, ...] = NEVER_FILLED) -> tuple[jax.Array, jax.Array]:
   """The most probable token at every slot, `banned` tokens excluded, and its log-probability
-  under the model (not renormalised): (i32[B, W], f32[B, W])."""
+  under the model (not renormalized): (i32[B, W], f32[B, W])."""
   logp = jax.nn.log_softmax(view.fill_logits(enc, tokens).astype(jnp.float32), axis=-1)  # [B, W, V]
   tok = jnp.argmax(logp.at[..., banned].set(-jnp.inf), axis=-1).astype(jnp.int32)
   return tok, jnp.take_along_axis(logp, tok[..., None], axis=-1)[..., 0]

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 
 def smoothed_cross_entropy(logits: jax.Array, targets: jax.Array, weights: jax.Array,
                            label_smoothing: float = 0.0) -> dict[str, jax.Array]:
-  """Sums over the batch (normalise by `tokens` after summing across devices / micro-batches).
+  """Sums over the batch (normalize by `tokens` after summing across devices / micro-batches).
 
   logits f32[B, T, V]; targets i32[B, T]; weights f32[B, T] (0 = ignore).
   The smoothed target puts 1 - ls on the reference and ls / (V - 1) on every other token; its

@@ -14,7 +14,7 @@ Our choices where the papers and their two codebases leave room (docs/methods.md
   parameter from it and only the length head (absent there) from the fresh initialisation; the
   decoder's causal training is then unlearned by the non-causal masked-token loss.
 - Loss = sum of masked-token losses + length_loss_weight x (masked tokens / sentences) x sum of
-  per-sentence length NLLs, normalised per masked token: the token mean plus length_loss_weight
+  per-sentence length NLLs, normalized per masked token: the token mean plus length_loss_weight
   times the sentence mean of the length NLL (fairseq's weighting; weight 0.1, the original 1.0).
 """
 from __future__ import annotations
@@ -83,7 +83,7 @@ class CmlmMethod(Method):
     return params
 
   def loss(self, params, batch, rng, step=0, deterministic: bool = False):
-    """Sums: loss (masked tokens + weighted length term, normalised by 'tokens' = masked tokens),
+    """Sums: loss (masked tokens + weighted length term, normalized by 'tokens' = masked tokens),
     nll / correct of the masked tokens, length_nll and length_correct over 'sentences'."""
     src, target = batch['source'], batch['target']
     mask_rng, dropout_rng = jax.random.split(rng)

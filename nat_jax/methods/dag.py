@@ -4,7 +4,7 @@ the DAG decoders.
 Training (config.dat):
   loss='nll'    -log P(y | x) / |y| by the forward algorithm (NLL pre-training)
   loss='fuzzy'  FA-DAT: -BP * clipped expected n-gram matches / expected n-grams, n = config.dat.ngram
-Both are per-sentence losses: the summed loss is normalised by the number of valid sentences.
+Both are per-sentence losses: the summed loss is normalized by the number of valid sentences.
 As in the reference implementation (thu-coai/DA-Transformer) the graph side reads BOS y EOS: the
 path starts at vertex 0 emitting BOS and ends at the last vertex emitting EOS, whose inputs are
 the BOS and EOS embeddings (nat_jax.models.dag_transformer); decoders drop BOS/EOS from the text.
@@ -184,8 +184,8 @@ class DagMethod(Method):
     return self.model.init(rng, src, self.graph_lengths(src), *self._no_glance(src))['params']
 
   def loss(self, params, batch, rng, step=0, deterministic: bool = False):
-    """Sums: loss (per-sentence losses of valid pairs; normalised by 'sentences' = their count),
-    nll and correct (normalised by 'tokens'), impossible (pairs that do not fit their graph)."""
+    """Sums: loss (per-sentence losses of valid pairs; normalized by 'sentences' = their count),
+    nll and correct (normalized by 'tokens'), impossible (pairs that do not fit their graph)."""
     src, targets = batch['source'], graph_targets(batch['target'])  # [B, S], [B, M]: BOS y EOS
     target_lengths = jnp.sum(targets > 0, axis=1).astype(jnp.int32)  # [B]
     graph_lengths = self.graph_lengths(src)  # [B]

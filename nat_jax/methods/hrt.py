@@ -11,7 +11,7 @@ padded with EOS to a multiple of k: s_1 .. s_N) gives (`chunk_samples`, the docs
 Curriculum: at update t a batch's first floor(n p_k) real pairs become {Skip-AT, Skip-CMLM}
 samples, the rest {AT, CMLM}, p_k = (t / T)^lambda (T = hrt.curriculum_steps, 0 = total_steps).
 Every pair thus gives one causal and one non-causal sample; the two passes share one encoder pass,
-and their label-smoothed cross-entropies are summed with equal weight and normalised per target
+and their label-smoothed cross-entropies are summed with equal weight and normalized per target
 token. Mixed distillation comes from the data pipeline: data.distill_dir + data.raw_prob.
 
 Our choices (docs/methods.md §3 tags them [R]):

@@ -4,7 +4,7 @@ A token-level method (AT, CMLM, HRT's four tasks, the IBDecoder family) describe
 what its decoder sees with one pure function from the batch to `DecoderInputs`: input tokens,
 the position embedded at each slot, the decoding step of each slot (which fixes the attention
 mask, see nat_jax.models.layers.attention_mask) and the token each slot must predict. The loss
-is then the same label-smoothed cross-entropy over whatever view the method built, normalised
+is then the same label-smoothed cross-entropy over whatever view the method built, normalized
 per target token.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ class DecoderInputs:
 def teacher_forced_loss(model, params, source: jax.Array, inputs: DecoderInputs, rng, *, label_smoothing: float,
                         deterministic: bool) -> dict[str, jax.Array]:
   """Sums {'loss', 'nll', 'correct', 'tokens'} of the label-smoothed cross-entropy of one view
-  (source i32[B, S]); normalised by 'tokens' (the target tokens of the view)."""
+  (source i32[B, S]); normalized by 'tokens' (the target tokens of the view)."""
   logits = model.apply({'params': params}, source, inputs.tokens, inputs.positions, inputs.self_mask(),
                        deterministic=deterministic, directions=inputs.directions, rngs={'dropout': rng})  # [B, T, V]
   return smoothed_cross_entropy(logits, inputs.targets, (inputs.targets > 0).astype(jnp.float32), label_smoothing)
