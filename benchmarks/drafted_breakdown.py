@@ -2,6 +2,7 @@
 
   python -m benchmarks.drafted_breakdown --workdir=runs/at_bible_tiny --drafter=runs/selfdraft_bible_tiny \
       [--blocks=4,8] [--sentences=100] [--repeats=3]
+  python -m benchmarks.drafted_breakdown --workdir=runs/at_bible_tiny --drafter=runs/dat_drafter --update=redraft
 
 For each of the first `sentences` test sentences, translated alone (batch 1, its own padded width):
 the jitted greedy decode, the `drafted` decoder with --drafter (any drafter spec of that decoder;
@@ -12,7 +13,8 @@ ms per sentence, speed-up over greedy, verifier passes, tokens per pass, ms per 
 encoder, identical outputs; and, for a draft head, the head's acceptance by position on the same
 sentences: teacher-forced on the greedy output, from every boundary, the share of drafts whose
 first j tokens are all right (what a pass from that boundary accepts), and the head's share of a
-pass (head-drafted ms per pass minus the perfect draft's).
+pass (head-drafted ms per pass minus the perfect draft's). With --update=redraft the drafter run
+(DA-Transformer or CMLM) re-drafts after every pass and is reported as such a head.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import numpy as np
 from nat_jax import cli, decode
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
-from nat_jax.decode.drafted import drafted_decode, parse_drafter
+from nat_jax.decode.drafted import drafted_decode, parse_drafter, redrafter
 from nat_jax.decode.interfaces import WindowDrafter
 from nat_jax.methods.autoregressive import autoregressive_inputs
 from nat_jax.models.transformer import Transformer
@@ -35,6 +37,7 @@ from nat_jax.translation import encode_sources, source_lengths
 flags.DEFINE_string('workdir', None, 'The verifier run.')
 flags.DEFINE_string('drafter', '', 'The drafted decoder\'s drafter (<workdir>[:<decoder>...]); '
                     'empty: the run\'s own head.')
+flags.DEFINE_string('update', 'jacobi', 'The drafted decoder\'s update after a pass (jacobi, draft, redraft).')
 flags.DEFINE_list('blocks', ['4', '8'], 'Verification windows (steps per pass).')
 flags.DEFINE_integer('sentences', 100, 'Test sentences, each translated alone.')
 flags.DEFINE_integer('repeats', 3, 'Timed repeats per sentence and decoder (median).')
@@ -49,25 +52,28 @@ def sentences(run, count: int) -> list[jax.Array]:
 
 
 def head_acceptance(run, head: WindowDrafter, src: jax.Array, greedy_tokens: jax.Array) -> np.ndarray:
-  """i64[W + 1]: over every boundary of the greedy output (its states teacher-forced), how many
-  leading drafts were right, counted by run length 0 .. W."""
+  """i64[W + 1]: over every boundary of the greedy output (its states teacher-forced when the head
+  reads them), how many leading drafts were right, counted by run length 0 .. W."""
   scorer = run.method.views()[LeftToRightScorer](run.params)
-  params = run.params.get('verifier', run.params)
   enc = scorer.encode(src)
-  inputs = autoregressive_inputs(greedy_tokens)
-  _, hidden, _ = run.method.model.apply({'params': params}, inputs.tokens, inputs.positions, inputs.self_mask(),
-                                        enc['encoded'], enc['src_valid'], method=Transformer.decode_states)
+  hidden = None
+  if head.reads_states:
+    inputs = autoregressive_inputs(greedy_tokens)
+    _, hidden, _ = run.method.model.apply({'params': run.params.get('verifier', run.params)}, inputs.tokens,
+                                          inputs.positions, inputs.self_mask(), enc['encoded'], enc['src_valid'],
+                                          method=Transformer.decode_states)
   n = int(jnp.sum(greedy_tokens > 0))
+  draft = jax.jit(head.draft)  # one compile per sentence, not per boundary
   counts = np.zeros(head.window + 1, np.int64)
   state = head.start(enc, greedy_tokens.shape[1] + head.window)
   padded = jnp.pad(greedy_tokens, ((0, 0), (0, head.window)))
   for fixed in range(0, n):  # output tokens < fixed final; drafts of fixed .. fixed + W - 1
     if fixed == 0:
-      drafts = head.first(state)
+      drafts = head.first(state)[:, :head.window]
     else:
-      states = jnp.pad(hidden, ((0, 0), (0, head.window), (0, 0)))[:, fixed - 1:fixed - 1 + head.window]
-      drafts, state = head.draft(state, states, jnp.array([fixed - 1]), jnp.array([fixed]),
-                                 greedy_tokens[:, fixed - 1])  # memory: slots up to fixed - 1 written by now
+      states = None if hidden is None else jnp.pad(hidden, ((0, 0), (0, head.window), (0, 0)))[
+          :, fixed - 1:fixed - 1 + head.window]
+      drafts, state = draft(state, states, jnp.array([fixed - 1]), jnp.array([fixed]), padded)  # memory: slots up to fixed - 1 written by now
     right = np.asarray(drafts[0] == padded[0, fixed:fixed + head.window])
     counts[int(np.argmin(np.append(right, False)))] += 1
   return counts
@@ -81,14 +87,19 @@ def main(_):
   greedy = decode.build_decoder(run.method, 'greedy', {})[0]
   fns = {'greedy': lambda src, g: greedy(run.params, src)}
   for block in blocks:
-    drafted = decode.build_decoder(run.method, 'drafted', {'drafter': FLAGS.drafter, 'block': str(block)},
+    drafted = decode.build_decoder(run.method, 'drafted', {'drafter': FLAGS.drafter, 'block': str(block),
+                                                           'update': FLAGS.update},
                                    tokenizer=run.tokenizer, load_run=load_run)[0]
     perfect = jax.jit(lambda p, src, draft, b=block: drafted_decode(build(p), src, draft, block=b))
     fns[f'drafted, block {block}'] = lambda src, g, fn=drafted: fn(run.params, src)
     fns[f'perfect free draft, block {block}'] = lambda src, g, fn=perfect: fn(run.params, src, g)
   encode = jax.jit(lambda p, src: build(p).encode(src))
   head = None
-  if FLAGS.drafter and not parse_drafter(FLAGS.drafter)[1]:
+  if FLAGS.update == 'redraft':  # a whole-output drafter as a WindowDrafter, built per source (block max(blocks))
+    workdir, name, overrides = parse_drafter(FLAGS.drafter)
+    head_run, make = run, redrafter(load_run(workdir), name, overrides, max(blocks))
+    drafter_params = load_run(workdir).params
+  elif FLAGS.drafter and not parse_drafter(FLAGS.drafter)[1]:
     drafter_run = load_run(parse_drafter(FLAGS.drafter)[0])
     if WindowDrafter in drafter_run.method.views():
       head, head_run = drafter_run.method.views()[WindowDrafter](drafter_run.params), drafter_run
@@ -114,6 +125,8 @@ def main(_):
       ms[name].append(1e3 * float(np.median(times[name])))
       passes[name].append(int(out.aux['iterations'][0] if 'iterations' in out.aux else out.aux['steps'][0]))
       same[name] += bool(jnp.all(out.tokens == g))
+    if FLAGS.update == 'redraft':
+      head = make(drafter_params, src)['head']
     if head is not None:
       these = head_acceptance(head_run, head, src, g)
       counts = these if counts is None else counts + these

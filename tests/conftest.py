@@ -124,7 +124,7 @@ def random_model(corpus, vocab_size: int, seed: int = 3, logit_scale: float = 4.
   method = get_method(tiny_config(corpus, **{'model.dropout': 0.0, **overrides}), vocab_size)
   dummy = {'source': jnp.ones((1, 5), jnp.int32), 'target': jnp.ones((1, 5), jnp.int32)}
   params = nn.meta.unbox(method.init_params(jax.random.PRNGKey(seed), dummy))
-  model = params.get('verifier', params)  # a self-drafting run holds its frozen verifier
+  model = params.get('verifier', params.get('backbone', params))  # selfdraft: the frozen verifier; DAT: its backbone
   model['embed']['embedding'] = model['embed']['embedding'] * logit_scale
   return method, params
 

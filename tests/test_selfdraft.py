@@ -33,6 +33,7 @@ class TableHead:
   A pytree (the table traced), so one compiled decode serves every table of a window size."""
   table: jax.Array
   window: int = flax.struct.field(pytree_node=False, default=8)
+  reads_states = False
 
   def start(self, enc, num_slots):
     return None
@@ -40,7 +41,7 @@ class TableHead:
   def first(self, head_state):
     return self.lookup(jnp.zeros((self.table.shape[0],), jnp.int32))
 
-  def draft(self, head_state, states, starts, fixed, last):
+  def draft(self, head_state, states, starts, fixed, tokens):
     return self.lookup(fixed), head_state
 
   def lookup(self, fixed):
@@ -129,7 +130,7 @@ def test_the_head_drafts_in_decoding_as_in_training(corpus):
   rows = jnp.ones((3,), jnp.int32)
   for start, fixed in ((0, 3), (3, 4), (4, 8)):  # passes: slots start .. start + 7 scored, outputs < fixed final
     window = jax.lax.dynamic_slice_in_dim(jnp.pad(taught, ((0, 0), (0, 8), (0, 0))), start, 8, axis=1)
-    got, state = head.draft(state, window, start * rows, fixed * rows, target[:, fixed - 1])
+    got, state = head.draft(state, window, start * rows, fixed * rows, target)
     visible = jnp.arange(size)[None] < fixed
     want = head.draft_logits(state, taught[:, fixed - 1], target[:, fixed - 1], fixed * rows, memory,
                              jnp.broadcast_to(visible, (3, size)))

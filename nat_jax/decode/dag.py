@@ -38,6 +38,17 @@ def path_tokens(path: jax.Array, tokens: jax.Array) -> jax.Array:
   return jnp.where(path >= 0, picked, 0)
 
 
+def successors(log_trans: jax.Array, bonus: jax.Array, graph_lengths: jax.Array) -> jax.Array:
+  """i32[B, L]: each vertex's next vertex argmax_j (log E_ij + bonus_j) (bonus f32[B, L]); the last
+  vertex G - 1 (and padding) stays put."""
+  size = log_trans.shape[1]
+  mask = transition_mask(graph_lengths, size)  # [B, L, L]
+  scores = jnp.where(mask, clean_log(log_trans, mask) + bonus[:, None, :], -jnp.inf)  # [B, L, L]
+  vertex = jnp.arange(size)[None, :]  # [1, L]
+  nxt = jnp.argmax(scores, axis=-1).astype(jnp.int32)  # [B, L]
+  return jnp.where(vertex < graph_lengths[:, None] - 1, nxt, vertex)
+
+
 def follow_argmax(log_trans: jax.Array, bonus: jax.Array, graph_lengths: jax.Array,
                    max_steps: int = 0) -> jax.Array:
   """i32[B, K]: path from vertex 0 taking next = argmax_j (log E_ij + bonus_j) until vertex G - 1; -1 after.
@@ -50,11 +61,8 @@ def follow_argmax(log_trans: jax.Array, bonus: jax.Array, graph_lengths: jax.Arr
   """
   batch, size, _ = log_trans.shape
   steps = min(max_steps or size, size)
-  mask = transition_mask(graph_lengths, size)  # [B, L, L]
-  scores = jnp.where(mask, clean_log(log_trans, mask) + bonus[:, None, :], -jnp.inf)  # [B, L, L]
   vertex = jnp.arange(size)[None, :]  # [1, L]
-  nxt = jnp.argmax(scores, axis=-1).astype(jnp.int32)  # [B, L]
-  nxt = jnp.where(vertex < graph_lengths[:, None] - 1, nxt, vertex)  # the last vertex (and padding) stays put
+  nxt = successors(log_trans, bonus, graph_lengths)  # [B, L]
   rows = jnp.arange(batch)[:, None]
   on = ((vertex == 0) & (graph_lengths[:, None] > 0)).astype(jnp.int32)  # [B, L]
   for _ in range(max(1, math.ceil(math.log2(size))) + 1):

@@ -22,12 +22,15 @@ is) and reads the predictions of output tokens fixed .. fixed + W - 1. With z to
 After a rejection, the window's later tokens are either the verifier's own predictions there
 (`update='jacobi'`: Jacobi's update, conditioned on the rejected draft) or the drafter's tokens
 (`update='draft'`: the draft stays in place; good when the drafter substitutes a word but keeps
-the alignment), or, with a draft head, the head's new drafts.
+the alignment), or, with a draft head, the head's new drafts. `update='redraft'` makes a
+DA-Transformer or CMLM drafter such a head: after every pass it drafts the next window again,
+conditioned on the final prefix (nat_jax.decode.redraft: a prefix-constrained walk over the DAT
+graph, no network pass; one CMLM fill pass with the prefix unmasked).
 
 Self-drafting (nat_jax.methods.selfdraft): a small draft head trained on the frozen verifier reads
 the verifier's final state at the last final token, which the pass just computed, and drafts the
 next window; no second encoder and no drafter pass over the whole sentence. The first window is
-drafted from the source alone. A whole-output drafter run is not re-drafted after a rejection.
+drafted from the source alone.
 
 The draft comes from another run (`--decoder.drafter=<workdir>[:<decoder>[/opt=value...]]`, its
 output in text order, turned into the verifier's slot order by `scorer.write_in`; a self-drafting
@@ -46,13 +49,15 @@ import jax.numpy as jnp
 from nat_jax.data.tokenizer import TOKENIZER_FILE, Tokenizer
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer, WindowDrafter, one_token_per_step_message
 from nat_jax.decode.jacobi import final_eos, leading_run
+from nat_jax.core.rows import row_slices, row_updates
 from nat_jax.core.tokens import through_first_eos
 from nat_jax.decode.lengths import decode_steps
+from nat_jax.decode.redraft import REDRAFTERS
 from nat_jax.decode.registry import DECODERS, check_decoder, method_view, parse_options, register_decoder
 from nat_jax.errors import ConfigError
 
 
-UPDATES = ('jacobi', 'draft')  # what a window's tokens after a rejection become (module docstring)
+UPDATES = ('jacobi', 'draft', 'redraft')  # what a window's tokens after a pass become (module docstring)
 
 
 @flax.struct.dataclass
@@ -89,16 +94,6 @@ def rows_step(scorer: LeftToRightScorer, enc, cache, tokens: jax.Array, starts: 
   return jax.vmap(one)(enc, cache, tokens, starts)
 
 
-def row_slices(x: jax.Array, starts: jax.Array, width: int) -> jax.Array:
-  """x [B, N], starts i32[B] -> [B, width]: x[b, starts[b]:starts[b] + width]."""
-  return jax.vmap(lambda row, s: jax.lax.dynamic_slice_in_dim(row, s, width))(x, starts)
-
-
-def row_updates(x: jax.Array, update: jax.Array, starts: jax.Array) -> jax.Array:
-  """x [B, N] with update [B, W] written at starts[b] in each row."""
-  return jax.vmap(lambda row, u, s: jax.lax.dynamic_update_slice_in_dim(row, u, s, axis=0))(x, update, starts)
-
-
 def acceptable(logp: jax.Array, top: jax.Array, top_lp: jax.Array, draft: jax.Array, beta: int,
                tau: float) -> tuple[jax.Array, jax.Array]:
   """(ok bool[B, W], draft log-probabilities f32[B, W]): whether each drafted token may be kept
@@ -119,7 +114,7 @@ def verify_pass(scorer: LeftToRightScorer, enc, state: DraftedState, width: int,
   z, batch = state.z, state.tokens.shape[0]
   starts = state.fixed  # [B]: first fed slot = first non-final output token
   logits, hidden, cache = rows_step(scorer, enc, state.cache, row_slices(state.tokens, starts, width), starts,
-                                    states=head is not None)
+                                    states=head is not None and head.reads_states)
   logp = jax.nn.log_softmax(logits.astype(jnp.float32))  # [B, W, V]
   top = jnp.argmax(logp, axis=-1).astype(jnp.int32)  # [B, W]: outputs fixed .. fixed+W-1
   top_lp = jnp.max(logp, axis=-1)
@@ -143,8 +138,7 @@ def verify_pass(scorer: LeftToRightScorer, enc, state: DraftedState, width: int,
   done = state.done | final_eos(tokens[:, z:], fixed, t_max)
   head_state = state.head
   if head is not None:  # z = 1: window slot j predicted output token starts + j
-    last = jnp.take_along_axis(tokens, (fixed + z - 1)[:, None], axis=1)[:, 0]  # [B]: output token fixed - 1
-    drafts, head_state = head.draft(head_state, hidden, starts, fixed, last)
+    drafts, head_state = head.draft(head_state, hidden, starts, fixed, tokens[:, z:])
     redraft = row_updates(tokens, drafts[:, :width], fixed + z)  # outputs fixed .. (at most the window)
     tokens = jnp.where((live & ~done)[:, None], redraft, tokens)
   return state.replace(tokens=tokens, logp=all_logp, fixed=fixed, done=done,
@@ -205,6 +199,8 @@ def drafted_decode(scorer: LeftToRightScorer, src: jax.Array, draft: Optional[ja
     raise ValueError(f'drafted: update must be one of {UPDATES}, got {update!r}.')
   if (draft is None) == (head is None):
     raise ValueError('drafted_decode takes a draft or a draft head (exactly one).')
+  if update == 'redraft' and head is None:
+    raise ValueError('drafted: update=redraft re-drafts with a WindowDrafter (head=...), not a fixed draft.')
   num_steps = decode_steps(scorer, src, max_len)
   enc = scorer.encode(src)
   slots = None if draft is None else scorer.write_in(draft)
@@ -224,6 +220,9 @@ def parse_drafter(spec: str) -> tuple[str, str, dict[str, str]]:
 
 
 def check_drafted(method, options):
+  if options['update'] == 'redraft' and not options['drafter']:
+    raise ConfigError('--decoder.update=redraft re-drafts with a drafter run: add --decoder.drafter=<workdir of a '
+                      f'DA-Transformer or CMLM run> (decoder {[r.decoder for r in REDRAFTERS.values()]}).')
   if not options['drafter'] and WindowDrafter not in method.views():
     raise ConfigError('drafted needs a drafter: --decoder.drafter=<workdir of a trained run>[:<decoder>] (any run '
                       'with the same tokenizer; a non-autoregressive one drafts in one or a few passes; a '
@@ -235,6 +234,9 @@ def check_drafted(method, options):
                       'beta must be at least 1 (1: exact, the verifier\'s greedy output).')
   if options['update'] not in UPDATES:
     raise ConfigError(f'--decoder.update={options["update"]!r}: one of {UPDATES}.')
+  if options['update'] == 'redraft' and not method.feeds_draft_heads:
+    raise ConfigError(f'--decoder.update=redraft needs a verifier that writes the output one token per step in '
+                      f'text order (an AT run); method {method.name!r} does not: use update=jacobi or draft.')
 
 
 def load_drafter(method, options, tokenizer, load_run):
@@ -253,6 +255,8 @@ def load_drafter(method, options, tokenizer, load_run):
     raise ConfigError(f'drafter {workdir} has another tokenizer than the verifier: drafts are token ids, so both '
                       'runs must share spm.model (train the drafter with init_from or on a copy of the verifier\'s).')
   run = load_run(workdir)  # its error names what is missing
+  if options['update'] == 'redraft':
+    return redrafter(run, name, overrides, options['block']), run.params, fn_options
   if not name and WindowDrafter in run.method.views():
     return head_drafter(method, run), run.params, fn_options
   name = name or run.config.test_decoder
@@ -266,6 +270,24 @@ def load_drafter(method, options, tokenizer, load_run):
   def draft(params, src):
     return {'draft': fn(build(params), src, **drafter_options).tokens}
   return draft, run.params, fn_options
+
+
+def redrafter(run, name: str, overrides: dict[str, str], block: int):
+  """extra_fn of a drafter run that re-drafts after every pass (nat_jax.decode.redraft): its view
+  of the source as a WindowDrafter of `block` tokens, first drafted by its decoder `name`."""
+  views = run.method.views()
+  found = [(protocol, r) for protocol, r in REDRAFTERS.items() if protocol in views]
+  if not found:
+    raise ConfigError(f'--decoder.update=redraft: drafter {run.method.label()} cannot re-draft; a DA-Transformer '
+                      f'(dag_lookahead) or CMLM (mask_predict) run can (or use update=jacobi or draft).')
+  protocol, how = found[0]
+  if name and name != how.decoder:
+    raise ConfigError(f'--decoder.update=redraft continues the drafter decoder {how.decoder!r}; name that one '
+                      f'(--decoder.drafter=<workdir>:{how.decoder}) or no decoder, not {name!r}.')
+  drafter_options = parse_options(how.decoder, overrides)
+  check_decoder(run.method, how.decoder, drafter_options)
+  build = views[protocol]
+  return lambda params, src: {'head': how.build(build(params), src, block, **drafter_options)}
 
 
 def head_drafter(method, run):

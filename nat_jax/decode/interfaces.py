@@ -56,23 +56,26 @@ class LeftToRightScorer(Protocol):
 
 
 class WindowDrafter(Protocol):
-  """A draft head on a one-token-per-step verifier's decoder states (drafted decoding, self-drafting):
-  after each verifier pass it drafts the next `window` tokens from the verifier's final states of
-  the final prefix. Verifiers that feed it offer `step_states` (step_logits + those states)."""
-  window: int  # W, tokens drafted per call
+  """A drafter that re-drafts after every pass of a one-token-per-step verifier (drafted decoding):
+  a draft head on the verifier's decoder states (self-drafting), or a whole-output drafter
+  conditioned on the accepted prefix (nat_jax.decode.redraft). Verifiers that feed a head which
+  `reads_states` offer `step_states` (step_logits + those states)."""
+  window: int         # W, tokens drafted per call
+  reads_states: bool  # whether `draft` reads the verifier's states (else it gets None)
 
   def start(self, enc: Any, num_slots: int) -> Any:
-    """Per-sentence state of the head (pytree, batch on axis 0) from the verifier's encoder state,
-    with room for the verifier's states of `num_slots` output slots."""
+    """Per-sentence state of the drafter (pytree, batch on axis 0) from the verifier's encoder
+    state, with room for the verifier's states of `num_slots` output slots."""
 
   def first(self, head_state: Any) -> jax.Array:
-    """i32[B, W]: drafts of output tokens 0 .. W - 1, before any token is final."""
+    """i32[B, >= W]: drafts of output tokens 0, 1, ..., before any token is final."""
 
-  def draft(self, head_state: Any, states: jax.Array, starts: jax.Array, fixed: jax.Array,
-            last: jax.Array) -> tuple[jax.Array, Any]:
-    """states [B, W, D]: the verifier's final states of the window it just scored (slot starts + j
-    predicted output token starts + j); output tokens 0 .. fixed - 1 are now final, `last` i32[B]
-    the last of them -> (i32[B, W] drafts of output tokens fixed .. fixed + W - 1, head_state)."""
+  def draft(self, head_state: Any, states: Any, starts: jax.Array, fixed: jax.Array,
+            tokens: jax.Array) -> tuple[jax.Array, Any]:
+    """states [B, W, D] (or None): the verifier's final states of the window it just scored (slot
+    starts + j predicted output token starts + j); output tokens i32[B, P], of which 0 .. fixed - 1
+    are now final (fixed > starts) -> (i32[B, W] drafts of output tokens fixed .. fixed + W - 1,
+    head_state)."""
 
 
 def one_token_per_step_message(decoder: str, tokens_per_step: int) -> str:

@@ -61,10 +61,19 @@ def mask_predict_decode(view: MaskPredictor, src: jax.Array, iterations: int = 1
   and aux: length (tokens incl. EOS), length_clamped, iterations."""
   if iterations < 1 or length_beam < 1:
     raise ConfigError(f'mask_predict needs iterations >= 1 and length_beam >= 1, got {iterations} and {length_beam}.')
-  width = max(resolve_max_len(view, src, max_len), MIN_LENGTH)
-  enc = view.encode(src)
+  return mask_predict_search(view, view.encode(src), mask_predict_width(view, src, max_len), iterations,
+                             length_beam)
+
+
+def mask_predict_width(view: MaskPredictor, src: jax.Array, max_len: int = 0) -> int:
+  """Static slots W of a candidate (incl. EOS) for sources i32[B, S]."""
+  return max(resolve_max_len(view, src, max_len), MIN_LENGTH)
+
+
+def mask_predict_search(view: MaskPredictor, enc, width: int, iterations: int, length_beam: int) -> DecodeOutput:
+  """mask_predict_decode from an encoder state, candidates of `width` slots."""
   length_logp = view.length_log_probs(enc)  # [B, C]
-  b, l = src.shape[0], min(length_beam, length_logp.shape[1] - MIN_LENGTH)
+  b, l = length_logp.shape[0], min(length_beam, length_logp.shape[1] - MIN_LENGTH)
   lengths, clamped = length_candidates(length_logp, l, width)  # [B, l]
   enc = add_beam_dim(enc, l)  # [B*l, ...]
   text = lengths.reshape(-1) - 1  # [B*l] text tokens per candidate

@@ -221,6 +221,15 @@ class DagMethod(Method):
             'impossible': jnp.sum(impossible).astype(jnp.float32),
             'glanced_per_token': jnp.sum(jnp.where(valid[:, None], glanced, False)).astype(jnp.float32)}
 
+  def adopt_params(self, loaded, fresh):
+    """`init_from` a DA-Transformer run (FA-DAT fine-tuning): its parameters as they are. From an AT
+    run (a warm start from the teacher): the AT's encoder, decoder layers and embeddings become the
+    backbone (same shapes; the decoder then runs without its causal mask), the graph queries and
+    the transition heads start fresh."""
+    if 'backbone' in loaded:
+      return loaded
+    return {**fresh, 'backbone': loaded}
+
   # --- decoding view (nat_jax.decode.dag) -------------------------------------------------------
   def predict_graph(self, params, src) -> Graph:
     """The graph of each source sentence i32[B, S]."""

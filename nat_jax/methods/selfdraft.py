@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from nat_jax.core.rows import row_updates
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import LeftToRightScorer, WindowDrafter
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
@@ -70,6 +71,7 @@ class HeadDrafter:
   head: DraftHead
   params: Any  # {'verifier': ..., 'head': ...}
   window: int
+  reads_states = True
 
   def _head(self, *args, method=None, **kwargs):
     return self.head.apply({'params': self.params['head']}, *args, method=method, **kwargs)
@@ -112,13 +114,13 @@ class HeadDrafter:
                                head_state['memory'] or None, visible)
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
-  def draft(self, head_state, states, starts, fixed, last):
+  def draft(self, head_state, states, starts, fixed, tokens):
     """The verifier's states [B, W, D] of its window (slots starts .. starts + W - 1) into memory, then
     drafts i32[B, W] of output tokens fixed .. fixed + W - 1 from the state of slot fixed - 1 and
-    `last` (the token it predicted). -> (drafts, head_state)."""
+    the last final token (the one it predicted; tokens i32[B, P]). -> (drafts, head_state)."""
+    last = jnp.take_along_axis(tokens, (fixed - 1)[:, None], axis=1)[:, 0]  # [B]
     new = self.memory(states)  # per layer [B, W, H, Dh]
-    write = jax.vmap(lambda row, update, s: jax.lax.dynamic_update_slice_in_dim(row, update, s, axis=0))
-    memory = jax.tree_util.tree_map(lambda old, upd: write(old, upd.astype(old.dtype), starts),
+    memory = jax.tree_util.tree_map(lambda old, upd: row_updates(old, upd.astype(old.dtype), starts),
                                     head_state['memory'], new)
     slots = memory[0]['k'].shape[1] if memory else 0
     visible = jnp.arange(slots)[None] < fixed[:, None]  # [B, P]
