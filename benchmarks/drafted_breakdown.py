@@ -73,7 +73,8 @@ def head_acceptance(run, head: WindowDrafter, src: jax.Array, greedy_tokens: jax
     else:
       states = None if hidden is None else jnp.pad(hidden, ((0, 0), (0, head.window), (0, 0)))[
           :, fixed - 1:fixed - 1 + head.window]
-      drafts, state = draft(state, states, jnp.array([fixed - 1]), jnp.array([fixed]), padded)  # memory: slots up to fixed - 1 written by now
+      # the head's memory: slots up to fixed - 1 written by now
+      drafts, state = draft(state, states, jnp.array([fixed - 1]), jnp.array([fixed]), padded)
     right = np.asarray(drafts[0] == padded[0, fixed:fixed + head.window])
     counts[int(np.argmin(np.append(right, False)))] += 1
   return counts

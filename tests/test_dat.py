@@ -287,3 +287,20 @@ def test_configs_of_runs_written_before_method_sections_are_upgraded(corpus):
   new_at = ml_collections.ConfigDict(upgrade_config(old_at))
   assert 'dag' not in new_at and 'dat' not in new_at and 'upsample_scale' not in new_at.model
   get_method(new_at, 30)
+
+
+def test_warm_start_from_an_at_run_takes_its_whole_transformer(corpus):
+  """init_from an AT run: its parameters are the DAT backbone, unchanged; the graph queries and the
+  transition heads keep the fresh initialisation; a DA-Transformer run's parameters pass as they are."""
+  from tests.conftest import random_model
+  at_method, at_params = random_model(corpus, vocab_size=9)
+  method, fresh = random_model(corpus, vocab_size=9, seed=7, **{'model.method': 'dat'})
+  adopted = method.adopt_params(at_params, fresh)
+  assert set(adopted) == set(fresh)
+  same = jax.tree_util.tree_map(lambda a, b: bool(jnp.array_equal(a, b)), adopted['backbone'], at_params)
+  assert all(jax.tree_util.tree_leaves(same))
+  for key in set(fresh) - {'backbone'}:
+    assert all(jax.tree_util.tree_leaves(jax.tree_util.tree_map(jnp.array_equal, adopted[key], fresh[key])))
+  assert method.adopt_params(fresh, None) is fresh
+  shapes = lambda tree: jax.tree_util.tree_map(jnp.shape, tree)  # noqa: E731
+  assert shapes(adopted) == shapes(fresh)

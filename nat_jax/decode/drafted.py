@@ -304,13 +304,14 @@ def head_drafter(method, run):
   return lambda params, src: {'head': build(params)}
 
 
-@register_decoder('drafted', LeftToRightScorer, check=check_drafted, prepare=load_drafter, drafter='', block=8,
+@register_decoder('drafted', LeftToRightScorer, check=check_drafted, prepare=load_drafter, drafter='', block=4,
                   beta=1, tau=3.0, update='jacobi', max_len=0)
 def drafted(scorer: LeftToRightScorer, src: jax.Array, draft: Optional[jax.Array] = None,
-            head: Optional[WindowDrafter] = None, block: int = 8, beta: int = 1, tau: float = 3.0,
+            head: Optional[WindowDrafter] = None, block: int = 4, beta: int = 1, tau: float = 3.0,
             update: str = 'jacobi', max_len: int = 0) -> DecodeOutput:
   """The drafter's output verified `block` steps per pass; exact (the verifier's greedy output) with
-  beta = 1. Without a drafter run, a self-drafting run drafts with its own head."""
+  beta = 1. Without a drafter run, a self-drafting run drafts with its own head. Default block 4:
+  faster than 8 at batch 1 with every drafter measured on the 2-core CPU (docs/benchmarks.md §9.4)."""
   if draft is None and head is None:
     head = scorer.draft_head
   return drafted_decode(scorer, src, draft, head=head, block=block, beta=beta, tau=tau, update=update,
