@@ -7,7 +7,11 @@
 
 A run is `workdir[@dtype][:decoder+decoder...]` (no decoders: the run's test decoder, plus greedy
 where the method has a left-to-right view); a decoder is `name` or `name/opt=value/...` (its
---decoder.<opt> options); `@bfloat16` / `@float16` loads that entry in half precision. Every run x
+--decoder.<opt> options); `@bfloat16` / `@float16` loads that entry in half precision. Peer rows
+serve an AT run with another engine, measured the same way: `ct2_greedy` and `ct2_beam` (the run
+exported to CTranslate2, nat_jax.ct2; options quantization=float32|int8|..., threads=0 (every core)
+or n, beam_size=4 for ct2_beam, which scores as our beam/alpha=0 does), e.g.
+runs/at_bible_tiny:greedy+beam/alpha=0+ct2_greedy+ct2_greedy/threads=1+ct2_beam/quantization=int8. Every run x
 decoder is measured in this one process on one device:
   quality   BLEU against each reference alone and against all (sacreBLEU, signature kept), chrF,
             and which reference each output n-gram matches: both, only one, or neither
@@ -32,6 +36,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
 from typing import Any, Callable, Sequence
 
@@ -39,7 +44,7 @@ from absl import app, flags
 import jax
 import numpy as np
 
-from nat_jax import cli, decode, hugepages
+from nat_jax import cli, ct2, decode, hugepages
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.models.transformer import DTYPES
@@ -119,6 +124,20 @@ def default_decoders(run: Run) -> tuple[str, ...]:
   if LeftToRightScorer in run.method.views() and 'greedy' not in names:
     names.append('greedy')
   return tuple(names)
+
+
+def build_row(run: Run, entry: Entry, spec: str, scratch: str) -> tuple[Callable, dict[str, Any]]:
+  """(decode fn, options) of one decoder spec of a run: a registered decoder, or a peer engine serving
+  the same run (nat_jax.ct2.PEERS: exported into `scratch` first)."""
+  name, overrides = parse_decoder(spec)
+  if name in ct2.PEERS:
+    if run.method.name != 'at' or entry.dtype != 'float32':
+      raise ConfigError(f'{entry.workdir}: peer {name} serves an autoregressive run (method at) loaded in float32 '
+                        f'(its own quantization option sets the weight type); this one is {run.method.label()} '
+                        f'@{entry.dtype}.')
+    options = ct2.peer_options(name, overrides)
+    return ct2.peer_decode_fn(run, entry.workdir, options, os.path.join(scratch, entry.label)), options
+  return decode.build_decoder(run.method, name, overrides, tokenizer=run.tokenizer, load_run=load_run)
 
 
 # --- measuring one decoder -----------------------------------------------------------------------
@@ -277,9 +296,14 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
   if not entries or not batch_sizes or batch_sizes[0] < 1:
     raise ConfigError('benchmark needs at least one run and batch sizes >= 1.')
   for spec in (spec for entry in entries for spec in entry.decoders):  # bad names or options: fail before any work
-    decode.parse_options(*parse_decoder(spec))
+    name, overrides = parse_decoder(spec)
+    if name in ct2.PEERS:
+      ct2.peer_options(name, overrides)
+    else:
+      decode.parse_options(name, overrides)
   rows, hyps, sources, examples = [], {}, None, None
   start = time.time()
+  scratch = tempfile.TemporaryDirectory(prefix='nat_jax_benchmark_')  # exported peer models
   for entry in entries:
     run = load_run(entry.workdir, which, average, entry.dtype)
     these = load_split(run.config.data, split)[:max_sentences or None]
@@ -289,8 +313,7 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
       raise ConfigError(f'{entry.workdir}: its {split} split differs from the first run\'s; the benchmark compares '
                        'runs on one test set.')
     specs = entry.decoders or default_decoders(run)
-    built = [decode.build_decoder(run.method, *parse_decoder(spec), tokenizer=run.tokenizer, load_run=load_run)
-             for spec in specs]  # a view the method lacks: here
+    built = [build_row(run, entry, spec, scratch.name) for spec in specs]  # a view the method lacks: here
     for spec, (decode_fn, options) in zip(specs, built):
       name = parse_decoder(spec)[0]
       label = f'{entry.label}:{spec}'
@@ -305,6 +328,7 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
                    'aux': {k: round(float(np.mean(v)), 3) for k, v in aux.items()}})
       log(f'  {json.dumps({"bleu": bleu_of(rows[-1]), **speed})}')
     del run
+  scratch.cleanup()
   baseline = baseline or next((r['run'] for r in rows if r['method_name'] == 'at'), rows[0]['run'])
   if baseline not in {r['run'] for r in rows}:
     raise ConfigError(f'--baseline={baseline!r} is not among the runs {sorted({r["run"] for r in rows})}.')

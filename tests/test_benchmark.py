@@ -150,3 +150,31 @@ def test_decoder_option_values_may_be_paths():
     benchmark.parse_decoder('greedy/oops')
   assert benchmark.tokens_per_pass({'steps': 12.0, 'iterations': 3.0}) == 4.0
   assert benchmark.tokens_per_pass({'steps': 12.0}) is None
+
+
+def test_ctranslate2_peer_rows_translate_as_our_decoders(trained_run):
+  """Peer rows (the run exported to CTranslate2) are measured like our decoders: float32 greedy gives
+  our greedy's translations (the same output share is 1.0; beam equality, with its one documented
+  difference at the length bound, is tests/test_export.py's); beam and int8 run; peers refuse bad
+  options and half-precision entries."""
+  pytest.importorskip('ctranslate2')
+  from nat_jax.errors import ConfigError
+  entry = benchmark.parse_entry(f'{trained_run}:greedy+beam/alpha=0+ct2_greedy/threads=1+ct2_beam/threads=1+'
+                                'ct2_greedy/quantization=int8/threads=1', 'float32')
+  report, hyps = benchmark.benchmark([entry], batch_sizes=(1, 4), max_sentences=10, latency_sentences=2,
+                                     batch1_runs=1, log=lambda msg: None)
+  rows = {r['decoder_spec']: r for r in report['rows']}
+  labels = {spec: r['label'] for spec, r in rows.items()}
+  assert hyps[labels['ct2_greedy/threads=1']] == hyps[labels['greedy']]
+  assert rows['ct2_greedy/threads=1']['vs_own_greedy']['same_output'] == 1.0
+  assert len(hyps[labels['ct2_beam/threads=1']]) == len(hyps[labels['beam/alpha=0']]) == 10
+  assert rows['ct2_greedy/quantization=int8/threads=1']['options']['quantization'] == 'int8'
+  assert all(r['speed']['batch1']['latency_ms_median'] > 0 for r in report['rows'])
+  for spec, message in (('ct2_greedy/quantization=fp4', 'quantization=fp4'), ('ct2_greedy/beam_size=2', 'no option'),
+                        ('ct2_beam/threads=-1', 'threads must be >= 0')):
+    with pytest.raises(ConfigError, match=message):
+      benchmark.benchmark([benchmark.parse_entry(f'{trained_run}:{spec}', 'float32')], batch_sizes=(1,),
+                          log=lambda msg: None)
+  with pytest.raises(ConfigError, match='loaded in float32'):
+    benchmark.benchmark([benchmark.parse_entry(f'{trained_run}@bfloat16:ct2_greedy', 'float32')], batch_sizes=(1,),
+                        max_sentences=2, log=lambda msg: None)

@@ -22,8 +22,8 @@ LAYERS = {
     'nat_jax.methods': 3, 'nat_jax.decode': 3,
     'nat_jax.train_state': 4, 'nat_jax.checkpoint': 4, 'nat_jax.translation': 4,
     'nat_jax.runs': 5,
-    'nat_jax.cli': 6,
-    'nat_jax.train': 7, 'nat_jax.translate': 7, 'nat_jax.evaluate': 8, 'nat_jax.distill': 7,
+    'nat_jax.cli': 6, 'nat_jax.ct2': 6,  # the CTranslate2 library: nat_jax.export's conversion, the benchmark's peers
+    'nat_jax.train': 7, 'nat_jax.translate': 7, 'nat_jax.export': 7, 'nat_jax.evaluate': 8, 'nat_jax.distill': 7,
     'nat_jax.benchmark': 7, 'nat_jax.ddgviz': 7, 'nat_jax.dagviz': 8,  # evaluate uses the benchmark library
     'nat_jax': 9,  # the package itself (nat_jax/__init__.py, __main__.py)
 }
@@ -85,12 +85,13 @@ def test_core_imports_nothing_above_it():
 
 
 def test_command_modules_import_together():
-  code = 'import nat_jax.train, nat_jax.translate, nat_jax.benchmark, nat_jax.evaluate, nat_jax.distill; print("ok")'
+  code = ('import nat_jax.train, nat_jax.translate, nat_jax.benchmark, nat_jax.evaluate, nat_jax.distill, '
+          'nat_jax.export; print("ok")')
   out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO, timeout=300)
   assert out.returncode == 0 and out.stdout.strip() == 'ok', out.stderr[-2000:]
 
 
-@pytest.mark.parametrize('module', ['nat_jax.translate', 'nat_jax.train', 'nat_jax.benchmark'])
+@pytest.mark.parametrize('module', ['nat_jax.translate', 'nat_jax.train', 'nat_jax.benchmark', 'nat_jax.export'])
 def test_importing_a_command_defines_no_flag(module):
   code = (f'from absl import flags; before = set(flags.FLAGS); import {module}; '
           'print(sorted(f for f in set(flags.FLAGS) - before '

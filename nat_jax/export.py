@@ -1,0 +1,79 @@
+"""Export a trained autoregressive run to CTranslate2 (the conversion and decoding: nat_jax.ct2).
+
+  python -m nat_jax.export --workdir=runs/at_bible_tiny --format=ctranslate2 --out=exports/at_ct2 \
+      [--quantization=int8|int8_float32|float32] [--checkpoint=latest|best] [--average=1]
+
+Needs the `ct2` extra (pip install -e .[ct2]). Only method 'at' maps; every other method is an
+error naming what has no CTranslate2 counterpart, raised from config.json before any parameters
+load. --out must not exist or be empty; a failed export leaves nothing there. What --out holds and
+how the model maps: nat_jax/ct2.py.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from absl import app, flags
+
+from nat_jax import cli, hugepages
+from nat_jax.ct2 import (FORMATS, METADATA_FILE, QUANTIZATIONS, check_exportable, check_out_dir, export_ctranslate2,
+                         require_ctranslate2, run_config)
+from nat_jax.errors import ConfigError
+from nat_jax.runs import load_run
+
+FLAGS = flags.FLAGS
+
+
+# --- the command line ----------------------------------------------------------------------------
+def define_flags():
+  """The command line's flags (defined only when run as a program, so the module imports anywhere)."""
+  flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train (method \'at\').')
+  flags.DEFINE_enum('format', 'ctranslate2', list(FORMATS), 'Export format.')
+  flags.DEFINE_string('out', None, 'Output directory (must not exist, or be empty).')
+  flags.DEFINE_enum('quantization', 'float32', list(QUANTIZATIONS),
+                    'Weight type of the exported model (CTranslate2 quantization).')
+  flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which checkpoints to load.')
+  flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  if not FLAGS.workdir:
+    raise app.UsageError('--workdir=<dir of a trained run> is required.')
+  if not FLAGS.out:
+    raise app.UsageError('--out=<directory for the exported model> is required.')
+  if not os.path.isdir(FLAGS.workdir):
+    raise ConfigError(f'--workdir={FLAGS.workdir}: no such directory (give the directory of a trained run).')
+  cli.check_positive(average=FLAGS.average)
+  check_out_dir(FLAGS.out)
+  ctranslate2 = require_ctranslate2()
+  config = run_config(FLAGS.workdir)
+  if config is not None:
+    check_exportable(config)  # before loading any parameters
+  t0 = time.time()
+  run = load_run(FLAGS.workdir, FLAGS.checkpoint, FLAGS.average, 'float32')
+  c = run.method.model.cfg if hasattr(run.method, 'model') else None
+  step = (run.meta[0] or {}).get('step') if run.meta else None
+  shape = f'{c.enc_layers}+{c.dec_layers} layers, d_model {c.d_model}, ' if c is not None else ''
+  print(f'exporting {FLAGS.workdir} (method {run.config.model.method}, step {step}, {shape}'
+        f'vocabulary {run.tokenizer.vocab_size}) to CTranslate2 {ctranslate2.__version__}, '
+        f'{FLAGS.quantization} weights ...', file=sys.stderr, flush=True)
+  out = export_ctranslate2(run, FLAGS.out, FLAGS.quantization, source=FLAGS.workdir)
+  size = os.path.getsize(os.path.join(out, 'model.bin')) / 2**20
+  print(f'wrote {out} ({", ".join(sorted(os.listdir(out)))}; model.bin {size:.1f} MiB) in {time.time() - t0:.1f} s. '
+        f'Translate sentencepiece pieces without EOS with min_decoding_length=0 (see {METADATA_FILE}).',
+        file=sys.stderr, flush=True)
+
+
+def console():
+  """The `nat-jax-export` command (a console script of the installed package): the same as
+  `python -m nat_jax.export`."""
+  hugepages.reexec_command_line()
+  define_flags()
+  cli.run_command(main)
+
+
+if __name__ == '__main__':
+  console()
