@@ -98,8 +98,8 @@ def main(_):
   head = None
   if FLAGS.update == 'redraft':  # a whole-output drafter as a WindowDrafter, built per source (block max(blocks))
     workdir, name, overrides = parse_drafter(FLAGS.drafter)
-    head_run, make = run, redrafter(load_run(workdir), name, overrides, max(blocks))
-    drafter_params = load_run(workdir).params
+    drafter_run = load_run(workdir)
+    head_run, make = run, redrafter(drafter_run, name, overrides, max(blocks))
   elif FLAGS.drafter and not parse_drafter(FLAGS.drafter)[1]:
     drafter_run = load_run(parse_drafter(FLAGS.drafter)[0])
     if WindowDrafter in drafter_run.method.views():
@@ -127,7 +127,7 @@ def main(_):
       passes[name].append(int(out.aux['iterations'][0] if 'iterations' in out.aux else out.aux['steps'][0]))
       same[name] += bool(jnp.all(out.tokens == g))
     if FLAGS.update == 'redraft':
-      head = make(drafter_params, src)['head']
+      head = make(drafter_run.params, src)['head']
     if head is not None:
       these = head_acceptance(head_run, head, src, g)
       counts = these if counts is None else counts + these

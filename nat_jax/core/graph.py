@@ -46,6 +46,12 @@ def first_vertex(emit_first: jax.Array) -> jax.Array:
   return jnp.where(jnp.arange(emit_first.shape[-1]) == 0, emit_first, NEG_INF)
 
 
+def viterbi_step(delta: jax.Array, trans: jax.Array, emit_k: jax.Array) -> jax.Array:
+  """One more path vertex: delta f32[B, L] (best score of a path ending at v), trans f32[B, L, L]
+  (masked entries very negative), emit_k f32[B, L] -> f32[B, L]: max_v delta(v) + trans(v, u) + emit_k(u)."""
+  return jnp.max(delta[:, :, None] + trans, axis=1) + emit_k
+
+
 def viterbi_forward(trans: jax.Array, emit: jax.Array) -> jax.Array:
   """Max-product forward pass over masked log inputs.
 
@@ -55,7 +61,7 @@ def viterbi_forward(trans: jax.Array, emit: jax.Array) -> jax.Array:
   `viterbi_backtrace` recovers the predecessors along the one path it follows.
   """
   def step(delta, emit_k):  # delta [B, L], emit_k [B, L]
-    new = jnp.max(delta[:, :, None] + trans, axis=1) + emit_k  # [B, L]
+    new = viterbi_step(delta, trans, emit_k)  # [B, L]
     return new, new
 
   first = first_vertex(emit[0])  # [B, L]

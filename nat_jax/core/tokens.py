@@ -31,6 +31,11 @@ def through_first_eos(tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
   return valid, jnp.sum(valid, axis=1).astype(jnp.int32)
 
 
+def not_text(tokens: jax.Array) -> jax.Array:
+  """bool[...]: BOS, EOS or PAD, which the text of a graph path leaves out."""
+  return (tokens == BOS_ID) | (tokens == EOS_ID) | (tokens == PAD_ID)
+
+
 def clean_path_tokens(tokens: jax.Array, lengths: jax.Array, dedup: bool, limit: int) -> tuple[jax.Array, jax.Array]:
   """The text tokens of a path's tokens, as the reference decoders make them.
 
@@ -41,8 +46,7 @@ def clean_path_tokens(tokens: jax.Array, lengths: jax.Array, dedup: bool, limit:
   batch, klen = tokens.shape
   pos = jnp.arange(klen)[None, :]  # [1, K]
   prev = jnp.pad(tokens[:, :-1], ((0, 0), (1, 0)), constant_values=-1)  # [B, K]
-  special = (tokens == BOS_ID) | (tokens == EOS_ID) | (tokens == PAD_ID)
-  keep = (pos < lengths[:, None]) & ~special  # [B, K]
+  keep = (pos < lengths[:, None]) & ~not_text(tokens)  # [B, K]
   if dedup:
     keep &= tokens != prev
   rank = jnp.cumsum(keep, axis=1) - 1  # [B, K]

@@ -26,10 +26,9 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from nat_jax.core.graph import clean_log, transition_mask
-from nat_jax.core.masks import NEG_INF
+from nat_jax.core.graph import clean_log, first_vertex, transition_mask, viterbi_step
 from nat_jax.core.rows import row_slices
-from nat_jax.core.tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID
+from nat_jax.core.tokens import EOS_ID, MASK_ID, PAD_ID, not_text
 from nat_jax.decode.dag import successors, vertex_scores
 from nat_jax.decode.interfaces import GraphPredictor, MaskPredictor
 from nat_jax.decode.mask_predict import NOT_TEXT, mask_predict_search, mask_predict_width, predict
@@ -38,23 +37,6 @@ from nat_jax.decode.mask_predict import NOT_TEXT, mask_predict_search, mask_pred
 def take_rows(x: jax.Array, index: jax.Array) -> jax.Array:
   """x [B, N], index i32[B] -> [B]: x[b, index[b]]."""
   return jnp.take_along_axis(x, index[:, None], axis=1)[:, 0]
-
-
-def special(token: jax.Array) -> jax.Array:
-  """bool[...]: BOS, EOS or PAD, which a graph path's text leaves out."""
-  return (token == BOS_ID) | (token == EOS_ID) | (token == PAD_ID)
-
-
-def align_step(alpha: jax.Array, log_trans: jax.Array, emit: jax.Array) -> jax.Array:
-  """One more prefix token: alpha f32[B, L] (best log score of the prefix with its last token at
-  vertex v), log_trans f32[B, L, L] (masked entries very negative), emit f32[B, L] = log P(y | u)
-  -> alpha' f32[B, L]: max_v alpha(v) + log E_vu + emit(u)."""
-  return jnp.max(alpha[:, :, None] + log_trans, axis=1) + emit
-
-
-def initial_alignment(batch: int, size: int) -> jax.Array:
-  """alpha before any output token: the path stands at vertex 0 (which emits BOS)."""
-  return jnp.where(jnp.arange(size)[None, :] == 0, 0.0, NEG_INF) * jnp.ones((batch, 1), jnp.float32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,12 +52,12 @@ class GraphRedrafter:
   reads_states = False
 
   def start(self, enc, num_slots: int):
-    return initial_alignment(*self.best.shape)
+    return first_vertex(jnp.zeros(self.best.shape, jnp.float32))  # [B, L]: BOS at vertex 0
 
   def first(self, alpha):
     """dag_lookahead's first W tokens: vertex 0's token (BOS, normally), then the walk from it."""
     token = self.best[:, 0]
-    lead = (token, ~special(token) & (self.graph_lengths > 0))
+    lead = (token, ~not_text(token) & (self.graph_lengths > 0))
     return self.walk(jnp.zeros_like(token), token, lead)
 
   def absorb(self, alpha, tokens, starts, fixed):
@@ -86,7 +68,7 @@ class GraphRedrafter:
       y = take_rows(tokens, jnp.minimum(pos, tokens.shape[1] - 1))  # [B]
       index = jnp.broadcast_to(y[:, None, None], self.log_probs.shape[:2] + (1,))
       emit = jnp.take_along_axis(self.log_probs, index, axis=2)[..., 0]  # [B, L]
-      return j + 1, jnp.where((pos < fixed)[:, None], align_step(alpha, self.log_trans, emit), alpha)
+      return j + 1, jnp.where((pos < fixed)[:, None], viterbi_step(alpha, self.log_trans, emit), alpha)
     _, alpha = jax.lax.while_loop(lambda c: jnp.any(starts + c[0] < fixed), body, (jnp.int32(0), alpha))
     return alpha
 
@@ -117,7 +99,7 @@ class GraphRedrafter:
       nxt = take_rows(self.successor, vertex)
       token = take_rows(self.best, nxt)
       fresh = (token != prev) if self.remove_repeats else jnp.ones_like(moving)
-      out, count = put(out, count, token, moving & ~special(token) & fresh)
+      out, count = put(out, count, token, moving & ~not_text(token) & fresh)
       out, count = put(out, count, jnp.full_like(token, EOS_ID), moving & (nxt >= end))
       return jnp.where(moving, nxt, vertex), jnp.where(moving, token, prev), out, count
 
