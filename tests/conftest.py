@@ -167,6 +167,10 @@ class MarkovScorer:
   def init_cache(self, enc, num_slots: int):
     return {'tokens': jnp.full((enc['rows'].shape[0], num_slots), BOS_ID, jnp.int32)}
 
+  def resize_cache(self, cache, num_slots: int):
+    tokens = cache['tokens'][:, :num_slots]
+    return {'tokens': jnp.pad(tokens, ((0, 0), (0, num_slots - tokens.shape[1])), constant_values=BOS_ID)}
+
   def step_logits(self, enc, cache, tokens, start):
     written = jax.lax.dynamic_update_slice_in_dim(cache['tokens'], tokens, start, axis=1)  # [B, C]
     slots = start + jnp.arange(tokens.shape[1])  # [T]

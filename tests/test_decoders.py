@@ -293,7 +293,7 @@ def test_decoders_follow_the_views_a_method_offers(corpus):
   from tests.conftest import tiny_config
   at, dat = get_method(tiny_config(corpus), 50), get_method(dat_config(), 50)
   assert decode.decoders_for(at) == ['beam', 'greedy', 'jacobi_pj', 'jacobi_pgj', 'jacobi_hgj', 'multiword_beam']
-  assert decode.decoders_for(dat) == ['dag_greedy', 'dag_lookahead', 'dag_joint_viterbi']
+  assert decode.decoders_for(dat) == ['dag_greedy', 'dag_lookahead', 'dag_joint_viterbi', 'dag_beam']
   with pytest.raises(ValueError, match="needs a GraphPredictor.*'at'.*greedy"):
     decode.make_decode_fn(at, 'dag_greedy', {'remove_repeats': False})
   with pytest.raises(ValueError, match="needs a LeftToRightScorer.*'dat'.*dag_greedy"):

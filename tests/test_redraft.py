@@ -189,6 +189,18 @@ def test_redrafting_is_exact(corpus):
       assert (np.asarray(got.aux['iterations']) <= steps).all(), (name, block)
 
 
+def test_redrafting_a_batch_of_sixteen_is_exact(corpus):
+  """At 16 rows and more the shared loop shrinks batches (nat_jax.decode.loop); a re-drafter's own
+  per-sentence arrays must stay with their rows."""
+  method, params = random_model(corpus, vocab_size=9)
+  scorer = method.views()[LeftToRightScorer](params)
+  sources = jnp.tile(SOURCES, (-(-16 // SOURCES.shape[0]), 1))[:16]
+  want = jax.jit(lambda s: greedy_decode(scorer, s))(sources)
+  name, build, _ = next(drafter_views(corpus))
+  got = jax.jit(lambda s: drafted_decode(scorer, s, head=build(s, 4), block=4, update='redraft'))(sources)
+  np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens), err_msg=name)
+
+
 @dataclasses.dataclass
 class FakeRun:
   method: object

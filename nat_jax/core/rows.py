@@ -11,6 +11,7 @@ def row_slices(x: jax.Array, starts: jax.Array, width: int) -> jax.Array:
   return jax.vmap(lambda row, s: jax.lax.dynamic_slice_in_dim(row, s, width))(x, starts)
 
 
-def row_updates(x: jax.Array, update: jax.Array, starts: jax.Array) -> jax.Array:
-  """x [B, N, ...] with update [B, W, ...] written at starts[b] of each row."""
-  return jax.vmap(lambda row, u, s: jax.lax.dynamic_update_slice_in_dim(row, u, s, axis=0))(x, update, starts)
+def row_updates(x: jax.Array, update: jax.Array, starts: jax.Array, axis: int = 1) -> jax.Array:
+  """x [B, ..., N, ...] with update [B, ..., W, ...] written at starts[b] of each row, along `axis`
+  (of x; 1: x [B, N, ...])."""
+  return jax.vmap(lambda row, u, s: jax.lax.dynamic_update_slice_in_dim(row, u, s, axis=axis - 1))(x, update, starts)

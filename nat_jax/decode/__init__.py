@@ -10,6 +10,7 @@
                                    LeftToRightScorer verifies a window per pass
   multiword_beam.py                beam search over steps of z tokens (IBDecoder / SA / IMDecoder)
   dag.py                           DA-Transformer decoders (GraphPredictor)
+  dag_beam.py                      DA-Transformer beam search over the marginal of every path
   mask_predict.py                  Mask-Predict (MaskPredictor: CMLM)
   hrt.py                           Skip-AT then one Skip-CMLM fill (HybridScorer: HRT)
 
@@ -22,5 +23,5 @@ from nat_jax.decode.interfaces import (DecodeOutput, Graph, GraphPredictor, Hybr
 from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, check_decoder, decoders_for, make_decode_fn,
                                      method_view, parse_options, register_decoder)
 
-from nat_jax.decode import beam, dag, greedy, hrt, jacobi, mask_predict, multiword_beam  # noqa: E402,F401  (register decoders)
+from nat_jax.decode import beam, dag, dag_beam, greedy, hrt, jacobi, mask_predict, multiword_beam  # noqa: E402,F401  (register decoders)
 from nat_jax.decode import drafted  # noqa: E402,F401  (registered last: it builds on greedy and jacobi)

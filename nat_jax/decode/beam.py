@@ -1,4 +1,4 @@
-"""Beam search with GNMT length penalty: one jitted lax.while_loop over a fixed-size cache.
+"""Beam search with GNMT length penalty: fixed-shape lax.while_loops (nat_jax.decode.loop).
 
 Runs on a LeftToRightScorer that takes one token per step. Beams are flattened into the batch
 ([B, K] -> [B*K]) for the scorer, and the cache is gathered along the batch axis when beams are
@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
+from nat_jax.decode.loop import decode_loop
 from nat_jax.decode.interfaces import (DecodeOutput, LeftToRightScorer, one_token_per_step_message,
                                        require_one_token_per_step)
 from nat_jax.errors import ConfigError
@@ -94,11 +95,21 @@ def next_state(state: BeamState, cand_logp, cand_seqs, cand_beam, is_eos, length
   return BeamState(state.step + 1, seqs, alive_logp, fin_seqs, fin_scores, cache)
 
 
+def open_rows(state: BeamState, max_lp) -> jax.Array:
+  """bool[B]: rows whose best finished hypothesis an alive one could still beat (max_lp: the
+  length penalty at the bound, the largest an alive hypothesis can reach)."""
+  best_possible = jnp.max(state.alive_logp, axis=1) / max_lp  # [B]
+  return jnp.max(state.fin_scores, axis=1) < best_possible
+
+
 def search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: float, num_steps: int,
-           step_fn: Callable[[Any, BeamState], BeamState]) -> BeamState:
+           step_fn: Callable[[Any, BeamState], BeamState], shrink: bool = True) -> BeamState:
   """The loop every beam search here shares: K hypotheses per row after z start slots (BOS; z =
   scorer.tokens_per_step), at most `num_steps` steps of z tokens, stopping early once no alive
-  hypothesis can beat a row's best finished one. step_fn(enc, state) -> state extends them."""
+  hypothesis can beat a row's best finished one. step_fn(enc, state) -> state extends them.
+  shrink: closed rows may leave the batch (nat_jax.decode.loop); their best hypothesis is final, but
+  the ones after it may differ from a search that steps them on, so callers that read more than the
+  best keep it False."""
   b, k, z = batch, beam_size, scorer.tokens_per_step
   width = num_steps * z
   enc = add_beam_dim(enc, k)  # [B*K, ...]
@@ -110,16 +121,17 @@ def search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: fl
   max_lp = length_penalty(width, alpha)
 
   def running(state: BeamState) -> jax.Array:
-    best_possible = jnp.max(state.alive_logp, axis=1) / max_lp  # [B]
-    rows_open = jnp.max(state.fin_scores, axis=1) < best_possible
-    return (state.step < num_steps) & jnp.any(rows_open)
+    return (state.step < num_steps) & jnp.any(open_rows(state, max_lp))
 
-  return jax.lax.while_loop(running, lambda s: step_fn(enc, s), init)
+  return decode_loop(scorer, running, step_fn, enc, init, width, z, lambda s: (s.step + 1) * z, b,
+                     live=(lambda s: open_rows(s, max_lp)) if shrink else None)
 
 
-def beam_search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: float, t_max: int) -> BeamState:
-  """Beam search from an encoder state (`scorer.encode`'s, batch `batch`) for at most t_max tokens."""
-  return search(scorer, enc, batch, beam_size, alpha, t_max, lambda e, s: beam_step(scorer, e, s, alpha))
+def beam_search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: float, t_max: int,
+                shrink: bool = True) -> BeamState:
+  """Beam search from an encoder state (`scorer.encode`'s, batch `batch`) for at most t_max tokens
+  (shrink: as `search`'s)."""
+  return search(scorer, enc, batch, beam_size, alpha, t_max, lambda e, s: beam_step(scorer, e, s, alpha), shrink)
 
 
 def best_hypotheses(final: BeamState, alpha: float, count: int,

@@ -13,7 +13,8 @@ verifier's top `beta` at its position and its log-probability is within `tau` of
 same as its logit within tau of the top logit); at the first failure the verifier's own top-1 token
 is kept. The output then differs from greedy; beta = 1 is exact mode whatever tau is.
 
-The loop (one jitted `lax.while_loop`, fixed shapes): every row has its own window start, its
+The loop (fixed shapes, nat_jax.decode.loop's: a growing cache, a batch that shrinks to its
+live rows): every row has its own window start, its
 number of final tokens `fixed`; a pass feeds each row's slots [fixed, fixed + W) to the scorer
 (rows vmapped, so each writes its own cache slots; the cache of the final prefix is reused as it
 is) and reads the predictions of output tokens fixed .. fixed + W - 1. With z tokens per step
@@ -47,6 +48,7 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import TOKENIZER_FILE, Tokenizer
+from nat_jax.decode.loop import decode_loop
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer, WindowDrafter, one_token_per_step_message
 from nat_jax.decode.jacobi import final_eos, leading_run
 from nat_jax.core.rows import row_slices, row_updates
@@ -175,8 +177,12 @@ def drafted_search(scorer: LeftToRightScorer, enc, draft_slots: Optional[jax.Arr
     head_state = head.start(enc, t_max + width)
     draft_slots = head.first(head_state)
   state = init_state(scorer, enc, draft_slots, width, t_max).replace(head=head_state)
-  return jax.lax.while_loop(lambda s: ~jnp.all(s.done),
-                            lambda s: verify_pass(scorer, enc, s, width, t_max, beta, tau, keep_draft, head), state)
+  # Rows that are done write where their window is clamped to: their cache is no longer read. A draft
+  # head holds per-sentence arrays of its own (a re-drafter's graph), so with one the batch keeps its rows.
+  return decode_loop(scorer, lambda s: ~jnp.all(s.done),
+                     lambda e, s: verify_pass(scorer, e, s, width, t_max, beta, tau, keep_draft, head), enc, state,
+                     t_max + width, width, lambda s: jnp.max(jnp.where(s.done, 0, s.fixed)) + width,
+                     state.done.shape[0], live=(lambda s: ~s.done) if head is None else None)
 
 
 def finish(scorer: LeftToRightScorer, state: DraftedState, t_max: int) -> DecodeOutput:

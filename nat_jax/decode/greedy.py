@@ -1,4 +1,4 @@
-"""Greedy left-to-right decoding: one jitted lax.while_loop over a fixed-size cache.
+"""Greedy left-to-right decoding: fixed-shape lax.while_loops (nat_jax.decode.loop).
 
 Runs on any LeftToRightScorer; a step feeds the scorer's z = tokens_per_step slots and takes the
 argmax of each (AT: one token per step; SA / IBDecoder: z tokens per step). A row ends at its
@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
 from nat_jax.core.tokens import ceil_div, through_first_eos
+from nat_jax.decode.loop import decode_loop
 from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.registry import register_decoder
 
@@ -36,9 +37,10 @@ def greedy_step(scorer: LeftToRightScorer, enc, state: GreedyState) -> GreedySta
   start = state.step * z
   inputs = jax.lax.dynamic_slice_in_dim(state.tokens, start, z, axis=1)  # [B, z]
   logits, cache = scorer.step_logits(enc, state.cache, inputs, start)
-  logp = jax.nn.log_softmax(logits.reshape(-1, logits.shape[-1]).astype(jnp.float32))  # [B*z, V]
-  nxt = jnp.argmax(logp, axis=-1).astype(jnp.int32).reshape(inputs.shape)  # [B, z]
-  best = jnp.max(logp, axis=-1).reshape(inputs.shape)  # [B, z]
+  logits = logits.reshape(-1, logits.shape[-1]).astype(jnp.float32)  # [B*z, V]
+  # The argmax of the logits, scored as max - logsumexp: no [B*z, V] log-softmax is written.
+  nxt = jnp.argmax(logits, axis=-1).astype(jnp.int32).reshape(inputs.shape)  # [B, z]
+  best = (jnp.max(logits, axis=-1) - jax.nn.logsumexp(logits, axis=-1)).reshape(inputs.shape)  # [B, z]
   live = ~state.done[:, None] & through_first_eos(nxt)[0]  # [B, z]: tokens the row keeps
   nxt = jnp.where(live, nxt, 0)
   tokens = jax.lax.dynamic_update_slice_in_dim(state.tokens, nxt, start + z, axis=1)
@@ -56,8 +58,9 @@ def greedy_search(scorer: LeftToRightScorer, enc, batch: int, num_steps: int) ->
                      tokens=jnp.zeros((batch, z + width), jnp.int32).at[:, :z].set(Tokenizer.bos_id),
                      done=jnp.zeros((batch,), bool), logp=jnp.zeros((batch,), jnp.float32),
                      lengths=jnp.zeros((batch,), jnp.int32), cache=scorer.init_cache(enc, width))
-  return jax.lax.while_loop(lambda s: (s.step < num_steps) & ~jnp.all(s.done),
-                            lambda s: greedy_step(scorer, enc, s), init)
+  return decode_loop(scorer, lambda s: (s.step < num_steps) & ~jnp.all(s.done),
+                     lambda e, s: greedy_step(scorer, e, s), enc, init, width, z, lambda s: (s.step + 1) * z,
+                     batch, live=lambda s: ~s.done)
 
 
 @register_decoder('greedy', LeftToRightScorer, max_len=0)

@@ -74,7 +74,7 @@ def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1
     final = greedy_search(scorer, enc, b, steps)
     skips, logp, passes = final.tokens[:, None, 1:], final.logp[:, None], final.lengths  # [B, 1, m], [B, 1]
   else:
-    search = beam_search(scorer, enc, b, b_at, alpha, steps)
+    search = beam_search(scorer, enc, b, b_at, alpha, steps, shrink=b_nat == 1)
     skips, _, logp = best_hypotheses(search, alpha, b_nat)
     passes = jnp.full((b,), search.step, jnp.int32)
   n, m = skips.shape[1], skips.shape[2]

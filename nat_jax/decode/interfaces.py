@@ -38,6 +38,10 @@ class LeftToRightScorer(Protocol):
   def init_cache(self, enc: Any, num_slots: int) -> Any:
     """Empty cache of `num_slots` target slots (pytree, batch on axis 0; beam search reorders it)."""
 
+  def resize_cache(self, cache: Any, num_slots: int) -> Any:
+    """The cache's first `num_slots` slots, or it with empty slots appended up to `num_slots` (a
+    decoding loop attends over the part it has filled, nat_jax.decode.loop)."""
+
   def step_logits(self, enc: Any, cache: Any, tokens: jax.Array, start: jax.Array) -> tuple[jax.Array, Any]:
     """tokens i32[B, T] written to slots [start, start + T) -> (logits f32[B, T, V] of what each
     slot predicts, updated cache). Slots past start + T are never read."""

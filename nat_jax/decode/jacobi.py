@@ -52,6 +52,7 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.data.tokenizer import Tokenizer
+from nat_jax.decode.loop import decode_loop
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
 from nat_jax.core.tokens import ceil_div, through_first_eos
 from nat_jax.decode.lengths import decode_steps
@@ -157,18 +158,19 @@ def block_width(z: int, t_max: int, block_size: int) -> int:
 def jacobi_search(scorer: LeftToRightScorer, enc, batch: int, num_steps: int, block_size: int,
                   init_draft: Callable = pad_draft) -> JacobiState:
   """Jacobi decoding of at most `num_steps` steps of z tokens from an encoder state (`scorer.encode`'s,
-  batch `batch`) in blocks of `block_size` steps (<= 0: one block, PJ), as one while_loop; the
-  counterpart of greedy_search (HRT's Skip-AT phase runs either)."""
+  batch `batch`) in blocks of `block_size` steps (<= 0: one block, PJ), in the shared loop
+  (nat_jax.decode.loop); the counterpart of greedy_search (HRT's Skip-AT phase runs either)."""
   t_max = num_steps * scorer.tokens_per_step
   width = block_width(scorer.tokens_per_step, t_max, block_size)
   state = init_state(scorer, enc, batch, width, t_max, init_draft)
-  body = functools.partial(jacobi_iteration, scorer, enc, width=width, t_max=t_max)
-  return jax.lax.while_loop(running, body, state)
+  body = functools.partial(jacobi_iteration, scorer, width=width, t_max=t_max)
+  return decode_loop(scorer, running, body, enc, state, state.tokens.shape[1] - state.z, width,
+                     lambda s: s.start + width, batch, live=lambda s: ~s.done)
 
 
 def jacobi_decode(scorer: LeftToRightScorer, src, *, block_size: int, max_len: int,
                   init_draft: Callable = pad_draft) -> DecodeOutput:
-  """Jacobi decoding of src i32[B, S] in blocks of `block_size` steps (<= 0: one block, PJ) as one while_loop."""
+  """Jacobi decoding of src i32[B, S] in blocks of `block_size` steps (<= 0: one block, PJ)."""
   num_steps = decode_steps(scorer, src, max_len)
   final = jacobi_search(scorer, scorer.encode(src), src.shape[0], num_steps, block_size, init_draft)
   return finish(scorer, final, num_steps * scorer.tokens_per_step)

@@ -1,5 +1,5 @@
-"""Multi-word beam search (IBDecoder / SA / IMDecoder; docs/methods.md §4): z tokens per step, one jitted
-lax.while_loop over a KV cache that grows by z slots per step.
+"""Multi-word beam search (IBDecoder / SA / IMDecoder; docs/methods.md §4): z tokens per step, in the
+shared fixed-shape loop (nat_jax.decode.loop).
 
 Runs on any LeftToRightScorer (z = tokens_per_step; with z = 1 it is a beam search that keeps the
 top B tokens of each hypothesis). One step, beam size B:

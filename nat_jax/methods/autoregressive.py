@@ -73,6 +73,10 @@ class TransformerScorer:
     """Self-attention cache: what changes while decoding (beam search reorders it every step)."""
     return self._apply(enc['encoded'].shape[0], num_slots, method=Transformer.init_cache)
 
+  def resize_cache(self, cache, num_slots: int):
+    """Every layer's keys/values [B, H, C, Dh] and the positions [B, C] cut or padded to `num_slots`."""
+    return Transformer.resize_cache(cache, num_slots)
+
   def step_logits(self, enc, cache, tokens, start):
     """tokens i32[B, T] at target slots start..start+T-1 -> (logits f32[B, T, V], cache)."""
     logits, _, cache = self.step_states(enc, cache, tokens, start)

@@ -108,10 +108,11 @@ class HeadDrafter:
     encoded = head_state['encoded']
     batch = encoded.shape[0]
     zeros = jnp.zeros((batch,), jnp.int32)
-    visible = jnp.zeros(head_state['memory'][0]['k'].shape[:2], bool) if head_state['memory'] else None
+    memory = head_state['memory']
+    visible = jnp.zeros((batch, memory[0]['k'].shape[2]), bool) if memory else None  # [B, P]
     logits = self.draft_logits(head_state, jnp.zeros((batch, encoded.shape[-1]), encoded.dtype),
                                jnp.full((batch,), Tokenizer.bos_id, jnp.int32), zeros,
-                               head_state['memory'] or None, visible)
+                               memory or None, visible)
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
   def draft(self, head_state, states, starts, fixed, tokens):
@@ -119,10 +120,10 @@ class HeadDrafter:
     drafts i32[B, W] of output tokens fixed .. fixed + W - 1 from the state of slot fixed - 1 and
     the last final token (the one it predicted; tokens i32[B, P]). -> (drafts, head_state)."""
     last = jnp.take_along_axis(tokens, (fixed - 1)[:, None], axis=1)[:, 0]  # [B]
-    new = self.memory(states)  # per layer [B, W, H, Dh]
-    memory = jax.tree_util.tree_map(lambda old, upd: row_updates(old, upd.astype(old.dtype), starts),
+    new = self.memory(states)  # per layer [B, H, W, Dh]
+    memory = jax.tree_util.tree_map(lambda old, upd: row_updates(old, upd.astype(old.dtype), starts, axis=2),
                                     head_state['memory'], new)
-    slots = memory[0]['k'].shape[1] if memory else 0
+    slots = memory[0]['k'].shape[2] if memory else 0
     visible = jnp.arange(slots)[None] < fixed[:, None]  # [B, P]
     boundary = boundary_states(states, fixed - starts - 1)
     logits = self.draft_logits(head_state, boundary, last, fixed, memory or None, visible)
@@ -190,7 +191,7 @@ class SelfDraftMethod(Method):
     repeat = lambda x: jnp.repeat(x, k, axis=0)  # [B, ...] -> [B*K, ...]
     drafter = self.drafter(params)
     prepared = {'encoded': repeat(enc['encoded']), 'src_valid': repeat(enc['src_valid'])}
-    memory = jax.tree_util.tree_map(repeat, drafter.memory(hidden))  # per layer [B*K, T, H, Dh]
+    memory = jax.tree_util.tree_map(repeat, drafter.memory(hidden))  # per layer [B*K, H, T, Dh]
     visible = jnp.arange(target.shape[1])[None] <= t.reshape(-1)[:, None]  # [B*K, T]: states up to the boundary
     logits = drafter.draft_logits(prepared, state.reshape(b * k, -1), last.reshape(-1), (t + 1).reshape(-1),
                                   memory or None, visible, deterministic=deterministic, rng=dropout_rng)  # [B*K, W, V]

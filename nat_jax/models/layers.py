@@ -93,27 +93,30 @@ class Attention(nn.Module):
     self.attn_dropout = nn.Dropout(self.dropout)
 
   def project_kv(self, x_kv):
-    """Keys/values of x_kv [B, Tk, D] -> {'k','v': [B, Tk, H, Dh]} (the cross-attention cache)."""
-    return {'k': self.key(x_kv), 'v': self.value(x_kv)}
+    """Keys/values of x_kv [B, Tk, D] -> {'k','v': [B, H, Tk, Dh]} (the cross-attention cache).
+
+    Head-major, as the KV cache: a decoding step then multiplies each head's query against a
+    contiguous [Tk, Dh] block instead of transposing the whole cache every step."""
+    return {'k': jnp.swapaxes(self.key(x_kv), 1, 2), 'v': jnp.swapaxes(self.value(x_kv), 1, 2)}
 
   def __call__(self, x_q, x_kv, mask, *, deterministic: bool, q_pos=None, kv_pos=None,
                cache: Optional[dict] = None, cache_start=None, precomputed_kv=None):
     """Attend x_q [B, Tq, D] to x_kv [B, Tk, D] under bool mask [B, Tq, Tk'] (True = may attend).
 
-    With `cache` ({'k','v': [B, C, H, Dh]}) the new keys/values are written at slots
+    With `cache` ({'k','v': [B, H, C, Dh]}) the new keys/values are written at slots
     [cache_start, cache_start + Tk) and the queries attend over all C slots (mask is [B, Tq, C],
     kv_pos then gives the positions of all C slots). With `precomputed_kv` (the cross-attention
-    cache) x_kv is ignored. Returns (out [B, Tq, D], cache).
+    cache, `project_kv`'s) x_kv is ignored. Returns (out [B, Tq, D], cache).
     """
     dh = self.d_model // self.num_heads
     q = self.query(x_q)  # [B, Tq, H, Dh]
     kv = precomputed_kv if precomputed_kv is not None else self.project_kv(x_kv)
-    k, v = kv['k'], kv['v']  # [B, Tk, H, Dh]
+    k, v = kv['k'], kv['v']  # [B, H, Tk, Dh]
     if cache is not None:
-      k = jax.lax.dynamic_update_slice_in_dim(cache['k'], k.astype(cache['k'].dtype), cache_start, axis=1)
-      v = jax.lax.dynamic_update_slice_in_dim(cache['v'], v.astype(cache['v'].dtype), cache_start, axis=1)
+      k = jax.lax.dynamic_update_slice_in_dim(cache['k'], k.astype(cache['k'].dtype), cache_start, axis=2)
+      v = jax.lax.dynamic_update_slice_in_dim(cache['v'], v.astype(cache['v'].dtype), cache_start, axis=2)
       cache = {'k': k, 'v': v}
-    logits = jnp.einsum('bqhd,bkhd->bhqk', q, k.astype(self.dtype)).astype(jnp.float32)  # [B, H, Tq, Tk]
+    logits = jnp.einsum('bqhd,bhkd->bhqk', q, k.astype(self.dtype)).astype(jnp.float32)  # [B, H, Tq, Tk]
     if self.relative_window:
       dist = relative_buckets(q_pos, kv_pos, self.relative_window)  # [B, Tq, Tk]
       q_rel = jnp.einsum('bqhd,rd->bhqr', q.astype(jnp.float32), self.relative_keys)  # [B, H, Tq, 2w+1]
@@ -121,7 +124,7 @@ class Attention(nn.Module):
     logits = jnp.where(mask[:, None], logits / np.sqrt(dh), NEG_INF)
     weights = jax.nn.softmax(logits, axis=-1)
     weights = self.attn_dropout(weights, deterministic=deterministic).astype(self.dtype)
-    out = jnp.einsum('bhqk,bkhd->bqhd', weights, v.astype(self.dtype))  # [B, Tq, H, Dh]
+    out = jnp.einsum('bhqk,bhkd->bqhd', weights, v.astype(self.dtype))  # [B, Tq, H, Dh]
     return self.out(out), cache
 
 

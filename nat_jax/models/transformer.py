@@ -214,15 +214,25 @@ class Transformer(nn.Module):
     return pooled @ self.length_embed.T  # [B, C]
 
   def precompute_cross(self, encoded):
-    """Per decoder layer, the encoder keys/values {'k','v': [B, S, H, Dh]}: computed once per sentence."""
+    """Per decoder layer, the encoder keys/values {'k','v': [B, H, S, Dh]}: computed once per sentence."""
     return [layer.cross_kv(encoded) for layer in self.decoder_layers]
 
   def init_cache(self, batch: int, num_slots: int):
-    """Empty self-attention cache of `num_slots` slots per layer (+ the position of every slot)."""
+    """Empty self-attention cache of `num_slots` slots per layer, head-major (+ the position of every slot)."""
     c = self.cfg
-    zeros = jnp.zeros((batch, num_slots, c.num_heads, c.d_model // c.num_heads), c.dtype)  # [B, C, H, Dh]
+    zeros = jnp.zeros((batch, c.num_heads, num_slots, c.d_model // c.num_heads), c.dtype)  # [B, H, C, Dh]
     return {'layers': [{'k': zeros, 'v': zeros} for _ in self.decoder_layers],
             'positions': jnp.zeros((batch, num_slots), jnp.int32)}
+
+  @staticmethod
+  def resize_cache(cache, num_slots: int):
+    """`init_cache`'s cache, its first `num_slots` slots or padded with empty ones up to `num_slots`."""
+    def resize(x, axis):
+      if num_slots <= x.shape[axis]:
+        return jax.lax.slice_in_dim(x, 0, num_slots, axis=axis)
+      return jnp.pad(x, [(0, num_slots - x.shape[axis]) if a == axis else (0, 0) for a in range(x.ndim)])
+    return {'layers': [{name: resize(kv, 2) for name, kv in layer.items()} for layer in cache['layers']],
+            'positions': resize(cache['positions'], 1)}
 
   def __call__(self, src, tokens, positions, self_mask, *, deterministic: bool = True, directions=None):
     """Teacher-forced pass: src i32[B, S], tokens/positions (/directions) i32[B, T] -> logits f32[B, T, V]."""

@@ -1,0 +1,135 @@
+"""DAG beam search (`dag_beam`): DA-Transformer's best decoder, over the marginal of every path.
+
+A hypothesis is an output prefix y_1 .. y_t, not a path: its forward vector
+  a_y[v] = log sum over paths 0 = v_0 < v_1 < ... < v_t = v of prod_i E(v_(i-1), v_i) P(y_i | v_i)^beta
+sums every alignment of the prefix to the graph (vertex 0 emits no token, as in the reference,
+thu-coai/DA-Transformer's `beamsearch`). One step extends every hypothesis by one token at a later
+vertex, a_(y, w)[j] = logsumexp_i (a_y[i] + log E_ij) + beta log P(w | j), so hypotheses of one step
+all have t tokens; a prefix whose path reaches the last vertex G - 1 is finished, scored as the
+reference scores it: log P(y) / |y|^alpha (|y| counts the token of vertex G - 1, EOS in a trained
+model). The answer is the best finished hypothesis; its text drops BOS / EOS and, with
+`remove_repeats`, consecutive repeats, as every DAG decoder's does.
+
+Candidates: each vertex offers its `top_cand` most likely tokens (the reference's top_cand_n); the
+scores of a token offered by several vertices are summed (logsumexp), the K best (hypothesis,
+token) pairs stay alive, and the K best finished ones are kept. With top_cand = V and K at least
+the number of prefixes the search is exhaustive (tests/test_dag_beam.py checks it against
+enumerating every path and output). Differences from the reference, which walks the graph vertex by
+vertex and ranks prefixes of different lengths together: this search is token-synchronous (batched on
+the device, fixed shapes) and ranks only prefixes of one length against each other; the n-gram LM
+term of the reference (gamma) is not implemented.
+"""
+from __future__ import annotations
+
+import flax
+import jax
+import jax.numpy as jnp
+
+from nat_jax.core.graph import clean_log, transition_mask
+from nat_jax.core.tokens import clean_path_tokens
+from nat_jax.decode.interfaces import DecodeOutput, GraphPredictor
+from nat_jax.decode.registry import register_decoder
+
+DEAD = -jnp.inf  # the forward score of no path
+
+
+@flax.struct.dataclass
+class DagBeamState:
+  step: jax.Array        # i32[]: tokens in every alive prefix
+  seqs: jax.Array        # i32[B, K, L]: alive prefixes (0 after the step-th token)
+  forward: jax.Array     # f32[B, K, L]: their forward vectors a_y[v] (-inf: no path; an empty beam is all -inf)
+  fin_seqs: jax.Array    # i32[B, K, L]: the K best finished prefixes
+  fin_scores: jax.Array  # f32[B, K]: log P(y) / |y|^alpha, -inf when empty
+  fin_lengths: jax.Array  # i32[B, K]: their tokens |y|
+
+
+def log_matmul(a: jax.Array, log_trans: jax.Array) -> jax.Array:
+  """a f32[B, K, L] (log), log_trans f32[B, L, L] -> f32[B, K, L]: logsumexp_i a[..., i] + log_trans[i, j],
+  as an exp-space matmul shifted by each row's max (no [B, K, L, L] tensor)."""
+  peak = jnp.max(a, axis=-1, keepdims=True)  # [B, K, 1]
+  peak = jnp.where(jnp.isfinite(peak), peak, 0.0)
+  summed = jnp.einsum('bki,bij->bkj', jnp.exp(a - peak), jnp.exp(log_trans))
+  return jnp.log(summed) + peak
+
+
+def merge_by_token(scores: jax.Array, tokens: jax.Array, vocab: int) -> jax.Array:
+  """scores f32[B, K, N] of tokens i32[B, N] -> f32[B, K, V]: logsumexp of the scores of each token
+  (-inf for a token nobody offers)."""
+  peak = jnp.max(scores, axis=-1, keepdims=True)  # [B, K, 1]
+  peak = jnp.where(jnp.isfinite(peak), peak, 0.0)
+  batch, k, _ = scores.shape
+  rows = jnp.arange(batch)[:, None, None]
+  hyps = jnp.arange(k)[None, :, None]
+  summed = jnp.zeros((batch, k, vocab), jnp.float32).at[rows, hyps, tokens[:, None, :]].add(jnp.exp(scores - peak))
+  return jnp.log(summed) + peak
+
+
+def dag_beam_search(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax.Array, beam_size: int,
+                    top_cand: int, alpha: float, beta: float) -> DagBeamState:
+  """The search over graphs log_trans f32[B, L, L], log_probs f32[B, L, V], graph_lengths i32[B]."""
+  batch, size, vocab = log_probs.shape
+  k, c = beam_size, min(top_cand, vocab)
+  trans = jnp.where(transition_mask(graph_lengths, size), clean_log(log_trans, transition_mask(graph_lengths, size)),
+                    DEAD)  # [B, L, L]
+  vertex = jnp.arange(size)[None, :]  # [1, L]
+  last = graph_lengths - 1  # [B]
+  inner = (vertex > 0) & (vertex < last[:, None])  # [B, L]: where a prefix can stop and go on
+  token_lp = beta * log_probs.astype(jnp.float32)  # [B, L, V]
+  top_lp, top_tok = jax.lax.top_k(token_lp, c)  # [B, L, c]
+  offer = jnp.where(inner[:, :, None], top_lp, DEAD).reshape(batch, size * c)  # [B, L*c]
+  last_lp = jnp.take_along_axis(top_lp, jnp.maximum(last, 0)[:, None, None], axis=1)[:, 0]  # [B, c]
+  last_tok = jnp.take_along_axis(top_tok, jnp.maximum(last, 0)[:, None, None], axis=1)[:, 0]  # [B, c]
+  root = jnp.where(vertex == 0, 0.0, DEAD)  # [1, L]
+  init = DagBeamState(
+      step=jnp.int32(0), seqs=jnp.zeros((batch, k, size), jnp.int32),
+      forward=jnp.concatenate([jnp.broadcast_to(root[:, None], (batch, 1, size)),
+                               jnp.full((batch, k - 1, size), DEAD)], axis=1),
+      fin_seqs=jnp.zeros((batch, k, size), jnp.int32), fin_scores=jnp.full((batch, k), DEAD),
+      fin_lengths=jnp.zeros((batch, k), jnp.int32))
+
+  def step(state: DagBeamState) -> DagBeamState:
+    t = state.step + 1  # tokens of the extended prefixes
+    arrive = log_matmul(state.forward, trans)  # [B, K, L]: mass arriving at each vertex
+    # Finished: the prefix's path ends at G - 1, which emits one of its offered tokens.
+    at_last = jnp.take_along_axis(arrive, jnp.maximum(last, 0)[:, None, None], axis=2)  # [B, K, 1]
+    fin = (at_last + last_lp[:, None, :]) / t.astype(jnp.float32) ** alpha  # [B, K, c]
+    fin_tok = jnp.broadcast_to(last_tok[:, None, :], fin.shape)
+    fin_new = jnp.broadcast_to(state.seqs[:, :, None, :], fin.shape + (size,))
+    fin_new = fin_new.at[:, :, :, state.step].set(fin_tok)  # [B, K, c, L]
+    all_scores = jnp.concatenate([state.fin_scores, fin.reshape(batch, k * c)], axis=1)
+    all_seqs = jnp.concatenate([state.fin_seqs, fin_new.reshape(batch, k * c, size)], axis=1)
+    all_lengths = jnp.concatenate([state.fin_lengths, jnp.full((batch, k * c), t, jnp.int32)], axis=1)
+    fin_scores, keep = jax.lax.top_k(all_scores, k)
+    fin_seqs = jnp.take_along_axis(all_seqs, keep[:, :, None], axis=1)
+    fin_lengths = jnp.take_along_axis(all_lengths, keep, axis=1)
+    # Alive: the prefix extended by a token offered at an inner vertex, summed over the vertices offering it.
+    offers = (arrive[:, :, :, None] + offer.reshape(batch, 1, size, c)).reshape(batch, k, size * c)
+    merged = merge_by_token(offers, top_tok.reshape(batch, size * c), vocab)  # [B, K, V]
+    best, pick = jax.lax.top_k(merged.reshape(batch, k * vocab), k)  # [B, K]
+    parent, token = pick // vocab, (pick % vocab).astype(jnp.int32)
+    grown = jnp.take_along_axis(arrive, parent[:, :, None], axis=1)  # [B, K, L]
+    emit = jnp.take_along_axis(token_lp, jnp.broadcast_to(token[:, None, :], (batch, size, k)), axis=2)  # [B, L, K]
+    forward = jnp.where(inner[:, None, :] & jnp.isfinite(best)[:, :, None], grown + jnp.swapaxes(emit, 1, 2), DEAD)
+    seqs = jnp.take_along_axis(state.seqs, parent[:, :, None], axis=1).at[:, :, state.step].set(token)
+    return DagBeamState(step=t, seqs=seqs, forward=forward, fin_seqs=fin_seqs, fin_scores=fin_scores,
+                        fin_lengths=fin_lengths)
+
+  def going(state: DagBeamState) -> jax.Array:
+    return (state.step < size - 1) & jnp.any(jnp.isfinite(state.forward))
+
+  return jax.lax.while_loop(going, step, init)
+
+
+@register_decoder('dag_beam', GraphPredictor, beam_size=16, top_cand=5, alpha=1.1, beta=1.0, remove_repeats=True)
+def dag_beam(graphs: GraphPredictor, src, beam_size: int = 16, top_cand: int = 5, alpha: float = 1.1,
+             beta: float = 1.0, remove_repeats: bool = True) -> DecodeOutput:
+  """The text of the best finished prefix of `dag_beam_search` (defaults: the reference's top_cand_n,
+  alpha and beta; its beam of 200 over prefix-vertex pairs is a beam of prefixes here). Returns its
+  normalized score; aux 'length' (text tokens) and 'path' (tokens incl. the last vertex's)."""
+  graph = graphs.predict_graph(src)
+  log_probs = graphs.vertex_log_probs(graph.hidden)
+  final = dag_beam_search(graph.log_trans, log_probs, graph.graph_lengths, beam_size, top_cand, alpha, beta)
+  found = jnp.isfinite(final.fin_scores[:, 0])  # [B]: a row with no finished prefix (no path) gives an empty text
+  steps = jnp.where(found, final.fin_lengths[:, 0], 0)
+  out, count = clean_path_tokens(final.fin_seqs[:, 0], steps, remove_repeats, graphs.max_decode_len(src.shape[1]))
+  return DecodeOutput(out, final.fin_scores[:, 0], {'length': count, 'path': steps})
