@@ -69,8 +69,8 @@ def dag_beam_search(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: j
   """The search over graphs log_trans f32[B, L, L], log_probs f32[B, L, V], graph_lengths i32[B]."""
   batch, size, vocab = log_probs.shape
   k, c = beam_size, min(top_cand, vocab)
-  trans = jnp.where(transition_mask(graph_lengths, size), clean_log(log_trans, transition_mask(graph_lengths, size)),
-                    DEAD)  # [B, L, L]
+  edges = transition_mask(graph_lengths, size)  # [B, L, L]
+  trans = jnp.where(edges, clean_log(log_trans, edges), DEAD)  # [B, L, L]
   vertex = jnp.arange(size)[None, :]  # [1, L]
   last = graph_lengths - 1  # [B]
   inner = (vertex > 0) & (vertex < last[:, None])  # [B, L]: where a prefix can stop and go on
