@@ -7,10 +7,9 @@ from that AT and trained on its own greedy translations.
   python -m nat_jax.translate --workdir=runs/at_bible_tiny --decoder=drafted \
       --decoder.drafter=runs/dat_drafter_bible_tiny --decoder.update=redraft
 
-configs/dat_bible_tiny.py (lambda = 4, glancing 0.5 -> 0.1) with two changes for drafting: the
-targets are the AT's greedy output (what verification accepts), not its beam output, and the
-encoder, decoder layers and embeddings start from the AT (`init_from`; the graph queries and
-transition heads start fresh). 300 updates, about 25 minutes on 2 CPU cores; the warm start
+configs/dat_bible_tiny.py (lambda = 4, glancing 0.5 -> 0.1, warm-started from the AT) with one
+change for drafting: the targets are the AT's greedy output (what verification accepts), not its
+beam output. 300 updates, about 25 minutes on 2 CPU cores; the warm start
 reaches validation BLEU 4.98 at 100 updates where the cold DAT recipe had 0.50 at 250 (measured
 2026-11-24, docs/benchmarks.md §9.4). Smoke run: add --config.total_steps=30.
 """
@@ -19,7 +18,6 @@ from configs import dat_bible_tiny
 
 def get_config():
   c = dat_bible_tiny.get_config()
-  c.init_from = 'runs/at_bible_tiny'
   c.data.distill_dir = 'runs/distill_greedy_at_bible_tiny'
   c.total_steps = 300
   c.warmup_steps = 40

@@ -303,32 +303,31 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
       decode.parse_options(name, overrides)
   rows, hyps, sources, examples = [], {}, None, None
   start = time.time()
-  scratch = tempfile.TemporaryDirectory(prefix='nat_jax_benchmark_')  # exported peer models
-  for entry in entries:
-    run = load_run(entry.workdir, which, average, entry.dtype)
-    these = load_split(run.config.data, split)[:max_sentences or None]
-    if sources is None:
-      examples, sources = these, [e.source for e in these]
-    elif [e.source for e in these] != sources:
-      raise ConfigError(f'{entry.workdir}: its {split} split differs from the first run\'s; the benchmark compares '
-                       'runs on one test set.')
-    specs = entry.decoders or default_decoders(run)
-    built = [build_row(run, entry, spec, scratch.name) for spec in specs]  # a view the method lacks: here
-    for spec, (decode_fn, options) in zip(specs, built):
-      name = parse_decoder(spec)[0]
-      label = f'{entry.label}:{spec}'
-      log(f'[{time.time() - start:7.0f}s] {label} on {len(sources)} {split} sentences ...')
-      speed, hyps[label], aux = measure_decoder(run, decode_fn, sources, batch_sizes=batch_sizes,
-                                                latency_sentences=latency_sentences, batch1_runs=batch1_runs)
-      rows.append({'label': label, 'run': entry.label, 'workdir': entry.workdir, 'dtype': entry.dtype,
-                   'method': run.method.label(), 'method_name': run.method.name, 'step': run.meta[0]['step'],
-                   'layers': f'E{run.config.model.enc_layers}D{run.config.model.dec_layers}',
-                   'decoder': name, 'decoder_spec': spec, 'options': options,
-                   'quality': reference_view(hyps[label], examples), 'speed': speed,
-                   'aux': {k: round(float(np.mean(v)), 3) for k, v in aux.items()}})
-      log(f'  {json.dumps({"bleu": bleu_of(rows[-1]), **speed})}')
-    del run
-  scratch.cleanup()
+  with tempfile.TemporaryDirectory(prefix='nat_jax_benchmark_') as scratch:  # exported peer models, removed on any exit
+    for entry in entries:
+      run = load_run(entry.workdir, which, average, entry.dtype)
+      these = load_split(run.config.data, split)[:max_sentences or None]
+      if sources is None:
+        examples, sources = these, [e.source for e in these]
+      elif [e.source for e in these] != sources:
+        raise ConfigError(f'{entry.workdir}: its {split} split differs from the first run\'s; the benchmark compares '
+                         'runs on one test set.')
+      specs = entry.decoders or default_decoders(run)
+      built = [build_row(run, entry, spec, scratch) for spec in specs]  # a view the method lacks: here
+      for spec, (decode_fn, options) in zip(specs, built):
+        name = parse_decoder(spec)[0]
+        label = f'{entry.label}:{spec}'
+        log(f'[{time.time() - start:7.0f}s] {label} on {len(sources)} {split} sentences ...')
+        speed, hyps[label], aux = measure_decoder(run, decode_fn, sources, batch_sizes=batch_sizes,
+                                                  latency_sentences=latency_sentences, batch1_runs=batch1_runs)
+        rows.append({'label': label, 'run': entry.label, 'workdir': entry.workdir, 'dtype': entry.dtype,
+                     'method': run.method.label(), 'method_name': run.method.name, 'step': run.meta[0]['step'],
+                     'layers': f'E{run.config.model.enc_layers}D{run.config.model.dec_layers}',
+                     'decoder': name, 'decoder_spec': spec, 'options': options,
+                     'quality': reference_view(hyps[label], examples), 'speed': speed,
+                     'aux': {k: round(float(np.mean(v)), 3) for k, v in aux.items()}})
+        log(f'  {json.dumps({"bleu": bleu_of(rows[-1]), **speed})}')
+      del run
   baseline = baseline or next((r['run'] for r in rows if r['method_name'] == 'at'), rows[0]['run'])
   if baseline not in {r['run'] for r in rows}:
     raise ConfigError(f'--baseline={baseline!r} is not among the runs {sorted({r["run"] for r in rows})}.')

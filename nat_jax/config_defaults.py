@@ -24,7 +24,8 @@ def base_config() -> ml_collections.ConfigDict:
       source='bible', pair='en-de', train_files='', validation_files='', test_files='', tfds_name='',
       source_lang='en', target_lang='de', tfds_data_dir='', max_examples=0,
       distill_dir='',   # a `python -m nat_jax.distill --out` directory: train on its teacher translations
-      raw_prob=0.0))    # with distill_dir: probability that a pair keeps its raw reference (per use)
+      raw_prob=0.0,     # with distill_dir: probability that a pair keeps its raw reference (per use)
+      pack=0))          # >0: training rows hold up to this many pairs (segment ids; AT, CMLM, HRT, IBDecoder)
   c.vocab_size = 8000
   c.max_len = 128            # tokens per side incl. EOS; longer training pairs are dropped (and counted)
   c.max_decode_len = 256     # decoder cache bound (per batch: min(this, 1.5 * source width + 10))

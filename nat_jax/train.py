@@ -32,7 +32,8 @@ import optax
 from tqdm import tqdm
 
 from nat_jax import checkpoint, cli, hugepages, sharding
-from nat_jax.data import TrainBatches, bucket_shapes, encode_pairs, load_or_train_tokenizer, load_split
+from nat_jax.data import (PackedTrainBatches, TrainBatches, bucket_shapes, encode_pairs, load_or_train_tokenizer,
+                          load_split, packed_shape)
 from nat_jax.data.distilled import distilled_pairs, read_teacher_translations
 from nat_jax.decode import build_decoder, check_decoder, parse_options
 from nat_jax.errors import ConfigError, log
@@ -217,24 +218,33 @@ def evaluate_bleu(run, decode_fn, examples, rows: int) -> tuple[dict[str, Any], 
   return score_translations(hyps, examples), hyps
 
 
-def training_batches(config, examples, tokenizer, shapes) -> tuple[TrainBatches, str]:
+def training_batches(config, examples, tokenizer, shapes, method=None,
+                     row_multiple: int = 1) -> tuple[TrainBatches, str]:
   """The training batches (raw references, or the teacher translations of data.distill_dir mixed
-  with raw references at data.raw_prob) and a one-line description for the log."""
+  with raw references at data.raw_prob; bucketed, or packed when the method packs: data.pack > 0)
+  and a one-line description for the log."""
   distill_dir, raw_prob = config.data.get('distill_dir', ''), config.data.get('raw_prob', 0.0)
   where = (jax.process_index(), jax.process_count())
+
+  def batches(pairs, **raw):
+    if method is None or not method.max_segments:
+      return TrainBatches(pairs, shapes, config.seed, *where, **raw)
+    return PackedTrainBatches(pairs, packed_shape(config.max_len, config.tokens_per_batch, row_multiple), config.seed,
+                              method.max_segments, method.slot_multiple, *where, **raw)
+
   if not distill_dir:
     if raw_prob:
       raise ConfigError(f'data.raw_prob={raw_prob} mixes raw references into distilled targets, but '
                         'data.distill_dir is empty; set it to a directory written by nat_jax.distill.')
     pairs, dropped = encode_pairs(examples, tokenizer, config.max_len)
-    return (TrainBatches(pairs, shapes, config.seed, *where),
+    return (batches(pairs),
             f'{len(pairs)} training pairs ({dropped} longer than max_len={config.max_len} dropped)')
   teacher = read_teacher_translations(distill_dir, 'train', examples)
   pairs, raw_targets, counts = distilled_pairs(examples, teacher, tokenizer, config.max_len)
   if not pairs:
     raise ConfigError(f'No distilled training pair fits max_len={config.max_len}.')
-  batches = TrainBatches(pairs, shapes, config.seed, *where, raw_targets=raw_targets, raw_prob=raw_prob)
-  return batches, (f'{len(pairs)} training pairs with teacher targets from {distill_dir} (raw reference kept with '
+  return batches(pairs, raw_targets=raw_targets, raw_prob=raw_prob), (
+      f'{len(pairs)} training pairs with teacher targets from {distill_dir} (raw reference kept with '
                    f'probability {raw_prob}; {counts["empty_teacher"]} empty teacher translations replaced by the '
                    f'reference; {counts["dropped"]} longer than max_len={config.max_len} dropped)')
 
@@ -404,15 +414,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
   splits, tokenizer = load_data(config, workdir)
   method = get_method(config, tokenizer.vocab_size)
   mesh = sharding.make_mesh(config.mesh.model_parallel)
-  shapes = bucket_shapes(config.max_len, config.tokens_per_batch, config.num_buckets,
-                         row_multiple=int(np.lcm(mesh.shape['data'], jax.process_count())))
-  batches, described = training_batches(config, splits['train'], tokenizer, shapes)
+  row_multiple = int(np.lcm(mesh.shape['data'], jax.process_count()))
+  shapes = bucket_shapes(config.max_len, config.tokens_per_batch, config.num_buckets, row_multiple=row_multiple)
+  batches, described = training_batches(config, splits['train'], tokenizer, shapes, method, row_multiple)
   val_pairs, _ = encode_pairs(splits['validation'], tokenizer, config.max_len)
   val_batches = TrainBatches(val_pairs, shapes, config.seed, jax.process_index(), jax.process_count())
   if lead:
+    packed = f' packed, up to {method.max_segments} pairs per row' if method.max_segments else ''
     print(f'Data: {described}, '
           f'{len(splits["validation"])} validation, {len(splits["test"])} test; vocab {tokenizer.vocab_size}; '
-          f'batch shapes (rows, length) {shapes}; mesh {dict(mesh.shape)} over {jax.device_count()} devices, '
+          f'batch shapes (rows, length) {batches.shapes}{packed}'
+          f' (validation {shapes}); mesh {dict(mesh.shape)} over {jax.device_count()} devices, '
           f'{jax.process_count()} process(es).', flush=True)
 
   tx = make_optimizer(config)

@@ -96,3 +96,36 @@ def test_registered_decoder_gives_the_text_of_the_best_output():
     got = np.asarray(out.tokens[r]).tolist()
     assert got[:len(want)] == want and not any(got[len(want):]), (r, got, want)
   assert int(out.aux['path'][3]) == 0  # a one-vertex graph has no path that emits a token: empty text
+
+
+def test_exhaustive_beam_with_an_lm_finds_the_best_output_by_enumeration():
+  """With an n-gram LM the score is (marginal + gamma log10 P_lm(y)) / |y|^alpha, P_lm over every token
+  from <s> on (the plain-Python backoff rule here); an exhaustive beam with a pool as large as all
+  extensions finds the K best outputs."""
+  from nat_jax.decode import ngram_lm
+  vocab, alpha, gamma = 4, 1.1, 0.7
+  names = {0: 'p', 1: '</s>', 2: '<s>', 3: '<unk>'}
+  rng = np.random.default_rng(0)
+  model = ngram_lm.estimate([[('p', 'q')[i] for i in rng.integers(0, 2, rng.integers(1, 5))] for _ in range(30)]
+                            + [['p', 'p', 'p']] * 5, 3)  # 'q' is no token here: <unk> ids 3 stay unseen
+  tables = ngram_lm.build_tables(model, {w: i for i, w in names.items()}, vocab)
+
+  def lm(out):
+    words = ['<s>'] + [names[t] for t in out]
+    return sum(ngram_lm.logprob(model, words[max(0, i - 2):i], words[i]) for i in range(1, len(words)))
+
+  log_trans, log_probs, lengths = graphs(5, [6, 5, 4], size=6, vocab=vocab)
+  log_probs = log_probs.at[:, :, 2].set(-30.0)  # BOS (the LM's <s>) is never a good output token
+  final = dag_beam_search(log_trans, log_probs, lengths, beam_size=vocab ** 4, top_cand=vocab, alpha=alpha,
+                          beta=1.0, lm=tables, gamma=gamma, lm_pool=vocab)
+  plain = dag_beam_search(log_trans, log_probs, lengths, beam_size=vocab ** 4, top_cand=vocab, alpha=alpha, beta=1.0)
+  changed = 0
+  for r in range(3):
+    totals = marginals(np.asarray(log_trans[r]), np.asarray(log_probs[r]), int(lengths[r]), 1.0)
+    scored = {y: normalized(t + gamma * lm(y), len(y), alpha) for y, t in totals.items()}
+    top = sorted(scored.values(), reverse=True)[:4]
+    np.testing.assert_allclose(np.asarray(final.fin_scores[r, :4]), top, rtol=1e-4, atol=1e-4)
+    got = tuple(np.asarray(final.fin_seqs[r, 0, :int(final.fin_lengths[r, 0])]).tolist())
+    assert math.isclose(scored[got], top[0], rel_tol=1e-4, abs_tol=1e-4)
+    changed += not np.array_equal(final.fin_seqs[r, 0], plain.fin_seqs[r, 0])
+  assert changed, 'the LM should change some best output in this test'

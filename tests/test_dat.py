@@ -16,6 +16,7 @@ import pytest
 
 from nat_jax import dagviz, decode, train
 from nat_jax.data.tokenizer import BOS_ID, EOS_ID
+from nat_jax.errors import ConfigError
 from nat_jax.decode.dag import DAG_PATHS, joint_viterbi
 from nat_jax.methods import dag, get_method
 from nat_jax.methods.dag import glance_inputs, glance_ratio
@@ -304,3 +305,29 @@ def test_warm_start_from_an_at_run_takes_its_whole_transformer(corpus):
   assert method.adopt_params(fresh, None) is fresh
   shapes = lambda tree: jax.tree_util.tree_map(jnp.shape, tree)  # noqa: E731
   assert shapes(adopted) == shapes(fresh)
+
+
+def test_lm_of_the_training_targets_drives_dag_beam(dat_run, tmp_path):
+  """`python -m nat_jax.lm` writes an ARPA model of the run's training targets in its pieces;
+  dag_beam reads it (--decoder.lm): with gamma 0 its output is dag_beam's without an LM, and a
+  missing file is a ConfigError naming the command that makes one."""
+  from nat_jax.decode import ngram_lm
+  out = str(tmp_path / 'lm3.arpa')
+  result = subprocess.run([sys.executable, '-m', 'nat_jax.lm', f'--workdir={dat_run}', '--order=3', f'--out={out}'],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert '3-gram LM of 600 training targets' in result.stdout
+  model = ngram_lm.read_arpa(out)
+  run = load_run(dat_run)
+  pieces = run.tokenizer.word_ids()
+  assert {g[0] for g in model if len(g) == 1} <= set(pieces)
+  with open(os.path.join(os.path.dirname(run.config.data.train_files), 'train.tsv'), encoding='utf-8') as f:
+    target = f.readline().split('\t')[1]  # the first training target (the first reference)
+  words = [p for p, i in pieces.items() if i in run.tokenizer.encode(target)]
+  assert words and all((w,) in model for w in words) and ('</s>',) in model
+  texts = ['In the beginning', 'God said', '']
+  plain, _ = decode.build_decoder(run.method, 'dag_beam', {})
+  with_lm, _ = decode.build_decoder(run.method, 'dag_beam', {'lm': out, 'gamma': '0'}, tokenizer=run.tokenizer)
+  assert translate_texts(run, texts, plain, 4)[0] == translate_texts(run, texts, with_lm, 4)[0]
+  with pytest.raises(ConfigError, match='nat_jax.lm'):
+    decode.build_decoder(run.method, 'dag_beam', {'lm': str(tmp_path / 'none.arpa')}, tokenizer=run.tokenizer)

@@ -134,6 +134,107 @@ class TrainBatches:
             'target': pad_rows([t for _, t in chosen], length)}
 
 
+def packed_shape(max_len: int, tokens_per_batch: int, row_multiple: int = 1) -> tuple[int, int]:
+  """(rows, length) of packed batches: rows of the longest bucket's length (so every pair fits), as
+  many as the token budget allows (a multiple of `row_multiple`)."""
+  return bucket_shapes(max_len, tokens_per_batch, 1, row_multiple)[0]
+
+
+class PackedTrainBatches(TrainBatches):
+  """TrainBatches with up to `max_segments` pairs per row, all batches of one (rows, length) shape.
+
+  Epoch e: the pairs, permuted with `np.random.default_rng((seed, e))`, are packed in that order,
+  each into the first of the `window` most recently opened rows where its source and its reserved
+  target slots fit (else into a new row; the oldest open row is then closed); consecutive rows form
+  the batches, whose order the same generator permutes. A pair reserves its target length (the
+  longer of its two targets with `raw_targets`) rounded up to `slot_multiple` slots. Each row
+  carries the segment ids and positions of nat_jax.core.packing. Epochs hold different numbers of
+  batches; steps run through them in order (`epoch_of`), so a batch is still a function of
+  (seed, step) alone. Raw-reference mixing draws per pair, in the order of the global batch.
+  """
+
+  def __init__(self, pairs: Sequence[Pair], shape: tuple[int, int], seed: int, max_segments: int,
+               slot_multiple: int = 1, process_index: int = 0, process_count: int = 1,
+               raw_targets: Optional[Sequence[np.ndarray]] = None, raw_prob: float = 0.0, window: int = 8):
+    super().__init__(pairs, [shape], seed, process_index, process_count, raw_targets, raw_prob)
+    if max_segments < 1 or slot_multiple < 1 or window < 1:
+      raise ValueError('max_segments, slot_multiple and window must be >= 1, got '
+                       f'{(max_segments, slot_multiple, window)}.')
+    self.max_segments, self.window = max_segments, window
+    self.source_len = np.array([len(s) for s, _ in self.pairs])  # [num_pairs]
+    target_len = np.array([len(t) for _, t in self.pairs])
+    if self.raw_targets is not None:
+      target_len = np.maximum(target_len, [len(t) for t in self.raw_targets])
+    self.target_len = slot_multiple * np.ceil(target_len / slot_multiple).astype(np.int64)  # reserved slots
+    if self.target_len.max() > shape[1]:
+      raise ValueError(f'A target needs {self.target_len.max()} slots (a multiple of {slot_multiple}), more than '
+                       f'the row length {shape[1]}; lower max_len or raise the row length.')
+    self._epoch_starts = [0]  # first step of each epoch packed so far, + the step after the last one
+
+  def _rows(self, epoch: int) -> list[list[int]]:
+    """The epoch's packed rows (pair indices), in packing order."""
+    length = self.shapes[0][1]
+    order = np.random.default_rng((self.seed, epoch)).permutation(len(self.pairs))
+    done, open_rows = [], []  # open: [pairs, source slots used, target slots used]
+    for i in order:
+      s, t = self.source_len[i], self.target_len[i]
+      for row in open_rows:
+        if row[1] + s <= length and row[2] + t <= length and len(row[0]) < self.max_segments:
+          row[0].append(int(i))
+          row[1] += s
+          row[2] += t
+          break
+      else:
+        open_rows.append([[int(i)], s, t])
+        if len(open_rows) > self.window:
+          done.append(open_rows.pop(0)[0])
+    return done + [row[0] for row in open_rows]
+
+  def _layout(self, epoch: int) -> list[list[list[int]]]:
+    """The epoch's batches: `rows` packed rows each (empty lists pad the last one), cached."""
+    if epoch not in self._layouts:
+      rows = self._rows(epoch)
+      per_batch = self.shapes[0][0]
+      rows += [[] for _ in range(-len(rows) % per_batch)]
+      batches = [rows[i:i + per_batch] for i in range(0, len(rows), per_batch)]
+      order = np.random.default_rng((self.seed, epoch, 1)).permutation(len(batches))
+      self._layouts = {epoch: [batches[i] for i in order]}
+    return self._layouts[epoch]
+
+  def epoch_of(self, step: int) -> int:
+    while self._epoch_starts[-1] <= step:
+      epoch = len(self._epoch_starts) - 1
+      self._epoch_starts.append(self._epoch_starts[-1] + len(self._layout(epoch)))
+    return int(np.searchsorted(self._epoch_starts, step, side='right')) - 1
+
+  def __call__(self, step: int) -> dict[str, np.ndarray]:
+    """{'source', 'target', + nat_jax.core.packing.PACKING_KEYS}: int32[rows / process_count, length]."""
+    epoch = self.epoch_of(step)
+    rows = self._layout(epoch)[step - self._epoch_starts[epoch]]
+    targets = {}
+    if self.raw_targets is not None:
+      members = [i for row in rows for i in row]
+      use_raw = np.random.default_rng((self.seed, step, RAW_STREAM)).random(len(members)) < self.raw_prob
+      targets = {i: self.raw_targets[i] for i, raw in zip(members, use_raw) if raw}
+    local = len(rows) // self.process_count
+    rows = rows[self.process_index * local:(self.process_index + 1) * local]
+    length = self.shapes[0][1]
+    out = {key: np.zeros((local, length), np.int32) for key in
+           ('source', 'target', 'source_segments', 'source_positions', 'target_segments', 'target_positions')}
+    for r, row in enumerate(rows):
+      at = {'source': 0, 'target': 0}
+      for k, i in enumerate(row, start=1):
+        source, target = self.pairs[i]
+        for side, seq, slots in (('source', source, len(source)),
+                                 ('target', targets.get(i, target), int(self.target_len[i]))):
+          start = at[side]
+          out[side][r, start:start + len(seq)] = seq
+          out[f'{side}_segments'][r, start:start + slots] = k
+          out[f'{side}_positions'][r, start:start + slots] = np.arange(slots)
+          at[side] = start + slots
+    return out
+
+
 def inference_batches(seqs: Sequence[Sequence[int]], rows: int,
                       lengths: Sequence[int]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
   """Length-sorted translation batches: (index int64[rows], tokens int32[rows, Lb]).

@@ -57,6 +57,13 @@ class Tokenizer:
     ids = ids[(ids >= 0) & (ids < self.vocab_size)]
     return one_line(self._sp.decode(ids[~self._skip[ids]].tolist()))
 
+  def word_ids(self) -> dict[str, int]:
+    """{piece: id} of the vocabulary, with the n-gram LM names of the specials: <s> = BOS, </s> = EOS,
+    <unk> = UNK (nat_jax.decode.ngram_lm's words)."""
+    ids = {self._sp.id_to_piece(i): i for i in range(self.vocab_size)}
+    ids.update({'<s>': BOS_ID, '</s>': EOS_ID, '<unk>': UNK_ID})
+    return ids
+
   def same_vocabulary(self, other: 'Tokenizer') -> bool:
     """Whether `other` is the same sentencepiece model (same pieces, same ids)."""
     return self._sp.serialized_model_proto() == other._sp.serialized_model_proto()

@@ -16,8 +16,14 @@ token) pairs stay alive, and the K best finished ones are kept. With top_cand = 
 the number of prefixes the search is exhaustive (tests/test_dag_beam.py checks it against
 enumerating every path and output). Differences from the reference, which walks the graph vertex by
 vertex and ranks prefixes of different lengths together: this search is token-synchronous (batched on
-the device, fixed shapes) and ranks only prefixes of one length against each other; the n-gram LM
-term of the reference (gamma) is not implemented.
+the device, fixed shapes) and ranks only prefixes of one length against each other.
+
+With an n-gram LM (`lm`: an ARPA file over the target pieces, e.g. `python -m nat_jax.lm`'s; read
+by nat_jax.decode.ngram_lm) the score is the reference's (log P(y) + gamma log10 P_lm(y)) / |y|^alpha,
+P_lm over every token of y from <s> on, its last (EOS) as </s>. The LM term is added to the
+`lm_pool` x K best extensions by the graph score (the reference scores every candidate it keeps
+after top_cand and top_p; here a pool of the best, so an extension far down the graph's ranking
+cannot be lifted by the LM).
 """
 from __future__ import annotations
 
@@ -25,10 +31,15 @@ import flax
 import jax
 import jax.numpy as jnp
 
+from typing import Optional
+
 from nat_jax.core.graph import clean_log, transition_mask
-from nat_jax.core.tokens import clean_path_tokens
+from nat_jax.core.tokens import BOS_ID, clean_path_tokens
 from nat_jax.decode.interfaces import DecodeOutput, GraphPredictor
+from nat_jax.decode import ngram_lm
+from nat_jax.decode.ngram_lm import LmTables, lm_logprob
 from nat_jax.decode.registry import register_decoder
+from nat_jax.errors import ConfigError
 
 DEAD = -jnp.inf  # the forward score of no path
 
@@ -41,6 +52,15 @@ class DagBeamState:
   fin_seqs: jax.Array    # i32[B, K, L]: the K best finished prefixes
   fin_scores: jax.Array  # f32[B, K]: log P(y) / |y|^alpha, -inf when empty
   fin_lengths: jax.Array  # i32[B, K]: their tokens |y|
+  lm_score: jax.Array    # f32[B, K]: log10 P_lm of the alive prefixes (0 without an LM)
+
+
+def lm_context(seqs: jax.Array, step: jax.Array, order: int) -> jax.Array:
+  """The LM context of prefixes i32[B, K, L] of `step` tokens: their last order - 1 tokens
+  i32[B, K, order - 1], oldest first, <s> (BOS) before the first token, -1 before that."""
+  at = step - (order - 1) + jnp.arange(order - 1)  # [order - 1]
+  tokens = jnp.take(seqs, jnp.maximum(at, 0), axis=2)
+  return jnp.where(at >= 0, tokens, jnp.where(at == -1, BOS_ID, -1))
 
 
 def log_matmul(a: jax.Array, log_trans: jax.Array) -> jax.Array:
@@ -65,8 +85,10 @@ def merge_by_token(scores: jax.Array, tokens: jax.Array, vocab: int) -> jax.Arra
 
 
 def dag_beam_search(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax.Array, beam_size: int,
-                    top_cand: int, alpha: float, beta: float) -> DagBeamState:
-  """The search over graphs log_trans f32[B, L, L], log_probs f32[B, L, V], graph_lengths i32[B]."""
+                    top_cand: int, alpha: float, beta: float, lm: Optional[LmTables] = None, gamma: float = 0.0,
+                    lm_pool: int = 4) -> DagBeamState:
+  """The search over graphs log_trans f32[B, L, L], log_probs f32[B, L, V], graph_lengths i32[B]
+  (with `lm`: + gamma x its log10 probability, added to the lm_pool x K best extensions)."""
   batch, size, vocab = log_probs.shape
   k, c = beam_size, min(top_cand, vocab)
   edges = transition_mask(graph_lengths, size)  # [B, L, L]
@@ -85,15 +107,20 @@ def dag_beam_search(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: j
       forward=jnp.concatenate([jnp.broadcast_to(root[:, None], (batch, 1, size)),
                                jnp.full((batch, k - 1, size), DEAD)], axis=1),
       fin_seqs=jnp.zeros((batch, k, size), jnp.int32), fin_scores=jnp.full((batch, k), DEAD),
-      fin_lengths=jnp.zeros((batch, k), jnp.int32))
+      fin_lengths=jnp.zeros((batch, k), jnp.int32), lm_score=jnp.zeros((batch, k), jnp.float32))
 
   def step(state: DagBeamState) -> DagBeamState:
     t = state.step + 1  # tokens of the extended prefixes
     arrive = log_matmul(state.forward, trans)  # [B, K, L]: mass arriving at each vertex
     # Finished: the prefix's path ends at G - 1, which emits one of its offered tokens.
     at_last = jnp.take_along_axis(arrive, jnp.maximum(last, 0)[:, None, None], axis=2)  # [B, K, 1]
-    fin = (at_last + last_lp[:, None, :]) / t.astype(jnp.float32) ** alpha  # [B, K, c]
+    fin = at_last + last_lp[:, None, :]  # [B, K, c]
     fin_tok = jnp.broadcast_to(last_tok[:, None, :], fin.shape)
+    if lm is not None:
+      context = lm_context(state.seqs, state.step, lm.order)  # [B, K, n - 1]
+      fin_lm = lm_logprob(lm, jnp.broadcast_to(context[:, :, None], fin.shape + (lm.order - 1,)), fin_tok)
+      fin = fin + gamma * (state.lm_score[:, :, None] + fin_lm)
+    fin = fin / t.astype(jnp.float32) ** alpha
     fin_new = jnp.broadcast_to(state.seqs[:, :, None, :], fin.shape + (size,))
     fin_new = fin_new.at[:, :, :, state.step].set(fin_tok)  # [B, K, c, L]
     all_scores = jnp.concatenate([state.fin_scores, fin.reshape(batch, k * c)], axis=1)
@@ -105,14 +132,23 @@ def dag_beam_search(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: j
     # Alive: the prefix extended by a token offered at an inner vertex, summed over the vertices offering it.
     offers = (arrive[:, :, :, None] + offer.reshape(batch, 1, size, c)).reshape(batch, k, size * c)
     merged = merge_by_token(offers, top_tok.reshape(batch, size * c), vocab)  # [B, K, V]
-    best, pick = jax.lax.top_k(merged.reshape(batch, k * vocab), k)  # [B, K]
-    parent, token = pick // vocab, (pick % vocab).astype(jnp.int32)
+    if lm is None:
+      best, pick = jax.lax.top_k(merged.reshape(batch, k * vocab), k)  # [B, K]
+      parent, token = pick // vocab, (pick % vocab).astype(jnp.int32)
+      lm_score = state.lm_score
+    else:  # the pool of the best extensions by the graph, re-ranked with the LM term
+      pool, pick = jax.lax.top_k(merged.reshape(batch, k * vocab), min(lm_pool * k, k * vocab))  # [B, P]
+      parent, token = pick // vocab, (pick % vocab).astype(jnp.int32)
+      pool_lm = jnp.take_along_axis(state.lm_score, parent, axis=1) + lm_logprob(
+          lm, jnp.take_along_axis(context, parent[:, :, None], axis=1), token)  # [B, P]
+      _, chosen = jax.lax.top_k(pool + gamma * pool_lm, k)  # [B, K]
+      best, parent, token, lm_score = (jnp.take_along_axis(x, chosen, axis=1) for x in (pool, parent, token, pool_lm))
     grown = jnp.take_along_axis(arrive, parent[:, :, None], axis=1)  # [B, K, L]
     emit = jnp.take_along_axis(token_lp, jnp.broadcast_to(token[:, None, :], (batch, size, k)), axis=2)  # [B, L, K]
     forward = jnp.where(inner[:, None, :] & jnp.isfinite(best)[:, :, None], grown + jnp.swapaxes(emit, 1, 2), DEAD)
     seqs = jnp.take_along_axis(state.seqs, parent[:, :, None], axis=1).at[:, :, state.step].set(token)
     return DagBeamState(step=t, seqs=seqs, forward=forward, fin_seqs=fin_seqs, fin_scores=fin_scores,
-                        fin_lengths=fin_lengths)
+                        fin_lengths=fin_lengths, lm_score=lm_score)
 
   def going(state: DagBeamState) -> jax.Array:
     return (state.step < size - 1) & jnp.any(jnp.isfinite(state.forward))
@@ -120,15 +156,45 @@ def dag_beam_search(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: j
   return jax.lax.while_loop(going, step, init)
 
 
-@register_decoder('dag_beam', GraphPredictor, beam_size=16, top_cand=5, alpha=1.1, beta=1.0, remove_repeats=True)
+def prepare_lm(method, options: dict, tokenizer, load_run):
+  """The registry's prepare: read `lm` (an ARPA file over the run's sentencepiece pieces) into LmTables
+  once, handed to `dag_beam` as `lm_tables`; without one, nothing."""
+  options = dict(options)
+  path = options.pop('lm')
+  if not path:
+    return (lambda extra, src: {}), None, options
+  if tokenizer is None:
+    raise ConfigError('--decoder.lm needs the run\'s tokenizer to map the LM\'s pieces to token ids.')
+  try:
+    model = ngram_lm.read_arpa(path)
+  except FileNotFoundError:
+    raise ConfigError(f'--decoder.lm={path!r}: no such file; write one with '
+                      '`python -m nat_jax.lm --workdir=<run>`.') from None
+  except ValueError as e:
+    raise ConfigError(f'--decoder.lm={path!r}: {e}') from None
+  tables = ngram_lm.build_tables(model, tokenizer.word_ids(), tokenizer.vocab_size)
+  return (lambda extra, src: {'lm_tables': extra}), tables, options
+
+
+def check_lm_options(method, options: dict):
+  if options['gamma'] < 0 or options['lm_pool'] < 1:
+    raise ConfigError(f'dag_beam needs gamma >= 0 and lm_pool >= 1, got gamma={options["gamma"]}, '
+                      f'lm_pool={options["lm_pool"]}.')
+
+
+@register_decoder('dag_beam', GraphPredictor, check=check_lm_options, prepare=prepare_lm, beam_size=16, top_cand=5,
+                  alpha=1.1, beta=1.0, remove_repeats=True, lm='', gamma=0.1, lm_pool=4)
 def dag_beam(graphs: GraphPredictor, src, beam_size: int = 16, top_cand: int = 5, alpha: float = 1.1,
-             beta: float = 1.0, remove_repeats: bool = True) -> DecodeOutput:
+             beta: float = 1.0, remove_repeats: bool = True, gamma: float = 0.1, lm_pool: int = 4,
+             lm_tables: Optional[LmTables] = None) -> DecodeOutput:
   """The text of the best finished prefix of `dag_beam_search` (defaults: the reference's top_cand_n,
-  alpha and beta; its beam of 200 over prefix-vertex pairs is a beam of prefixes here). Returns its
-  normalized score; aux 'length' (text tokens) and 'path' (tokens incl. the last vertex's)."""
+  alpha, beta and gamma (used only with an LM, `lm`); its beam of 200 over prefix-vertex pairs is a
+  beam of prefixes here). Returns its normalized score; aux 'length' (text tokens) and 'path'
+  (tokens incl. the last vertex's)."""
   graph = graphs.predict_graph(src)
   log_probs = graphs.vertex_log_probs(graph.hidden)
-  final = dag_beam_search(graph.log_trans, log_probs, graph.graph_lengths, beam_size, top_cand, alpha, beta)
+  final = dag_beam_search(graph.log_trans, log_probs, graph.graph_lengths, beam_size, top_cand, alpha, beta,
+                          lm_tables, gamma, lm_pool)
   found = jnp.isfinite(final.fin_scores[:, 0])  # [B]: a row with no finished prefix (no path) gives an empty text
   steps = jnp.where(found, final.fin_lengths[:, 0], 0)
   out, count = clean_path_tokens(final.fin_seqs[:, 0], steps, remove_repeats, graphs.max_decode_len(src.shape[1]))

@@ -67,7 +67,16 @@ def upgrade_config(plain: dict) -> dict:
 def get_method(config, vocab_size: int) -> Method:
   """Builds the method named by `config.model.method`."""
   check_method_config(config)
-  return METHODS[config.model.method](config, vocab_size)
+  method = METHODS[config.model.method](config, vocab_size)
+  pack = config.data.get('pack', 0)
+  if pack < 0:
+    raise ConfigError(f'data.pack must be >= 0 (0: one pair per row; K: up to K pairs per row), got {pack}.')
+  if pack and not method.packable:
+    packable = sorted(name for name, cls in METHODS.items() if cls.packable)
+    raise ConfigError(f'data.pack={pack}: model.method={config.model.method!r} does not train on packed rows '
+                      f'(methods that do: {packable}); set data.pack=0 (and tighten num_buckets instead).')
+  method.max_segments = pack
+  return method
 
 
 # register 'at', 'cmlm', 'dat', 'hrt', 'ibdecoder', 'selfdraft'

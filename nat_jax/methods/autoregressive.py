@@ -13,7 +13,7 @@ from nat_jax.decode.interfaces import LeftToRightScorer
 from nat_jax.core.tokens import ceil_div, decode_length_bound, through_first_eos
 from nat_jax.methods import register
 from nat_jax.methods.base import Method
-from nat_jax.methods.teacher_forcing import DecoderInputs, teacher_forced_loss
+from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, teacher_forced_loss
 from nat_jax.core.masks import attention_mask
 from nat_jax.models.transformer import Transformer, transformer_config
 
@@ -146,6 +146,7 @@ class AutoregressiveMethod(Method):
   """Plain encoder-decoder Transformer trained with teacher forcing."""
   normalizer = 'tokens'
   feeds_draft_heads = True  # its scorer offers step_states, one token per step (nat_jax.methods.selfdraft)
+  packable = True
 
   def __init__(self, config, vocab_size: int):
     self.model = Transformer(transformer_config(config.model, vocab_size))
@@ -156,8 +157,9 @@ class AutoregressiveMethod(Method):
     return init_transformer(self.model, rng, batch)
 
   def loss(self, params, batch, rng, step=0, deterministic: bool = False):
-    return teacher_forced_loss(self.model, params, batch['source'], autoregressive_inputs(batch['target']), rng,
-                               label_smoothing=self.label_smoothing, deterministic=deterministic)
+    inputs, packing = batch_view(batch, autoregressive_inputs, self.max_segments)
+    return teacher_forced_loss(self.model, params, batch['source'], inputs, rng, label_smoothing=self.label_smoothing,
+                               deterministic=deterministic, packing=packing)
 
   def scorer(self, params) -> TransformerScorer:
     return TransformerScorer(self.model, params, self.max_target_len)

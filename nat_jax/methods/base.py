@@ -18,6 +18,9 @@ class Method(abc.ABC):
   name: str = ''                   # its registry name (set by @register)
   normalizer: str = 'tokens'       # 'tokens' or 'sentences': the count in `loss`'s sums the summed loss is divided by
   feeds_draft_heads: bool = False  # its left-to-right view offers step_states, one token per step (self-drafting)
+  packable: bool = False           # its loss takes packed batches: several pairs per row (config data.pack)
+  max_segments: int = 0            # the most pairs a packed row holds: data.pack of its config (set by get_method)
+  slot_multiple: int = 1           # target slots reserved per packed pair: a multiple of this (a view in blocks)
 
   @abc.abstractmethod
   def __init__(self, config: ml_collections.ConfigDict, vocab_size: int):

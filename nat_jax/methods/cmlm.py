@@ -31,7 +31,7 @@ from nat_jax.methods import register
 from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer
 from nat_jax.methods.sampling import random_subset
-from nat_jax.methods.teacher_forcing import DecoderInputs
+from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, source_args
 from nat_jax.models.transformer import Transformer, transformer_config
 from nat_jax.errors import ConfigError
 
@@ -67,6 +67,7 @@ def text_slots(target: jax.Array) -> jax.Array:
 class CmlmMethod(Method):
   """CMLM: masked-token cross-entropy + target-length cross-entropy; a MaskPredictor view."""
   normalizer = 'tokens'
+  packable = True
 
   def __init__(self, config, vocab_size: int):
     if config.cmlm.length_loss_weight < 0:
@@ -85,15 +86,21 @@ class CmlmMethod(Method):
   def loss(self, params, batch, rng, step=0, deterministic: bool = False):
     """Sums: loss (masked tokens + weighted length term, normalized by 'tokens' = masked tokens),
     nll / correct of the masked tokens, length_nll and length_correct over 'sentences'."""
-    src, target = batch['source'], batch['target']
+    src = batch['source']
     mask_rng, dropout_rng = jax.random.split(rng)
-    inputs = masked_inputs(target, random_mask(mask_rng, text_slots(target)))
+    inputs, packing = batch_view(batch, lambda t: masked_inputs(t, random_mask(mask_rng, text_slots(t))),
+                                 self.max_segments)
     rngs = {'dropout': dropout_rng}
     apply = lambda *a, **k: self.model.apply({'params': params}, *a, deterministic=deterministic, rngs=rngs, **k)
-    encoded = apply(src, method=Transformer.encode)
-    logits, _ = apply(inputs.tokens, inputs.positions, inputs.self_mask(), encoded, src > 0, method=Transformer.decode)
+    args = source_args(src, packing)
+    encoded = apply(src, positions=args['src_positions'], mask=args['src_mask'], method=Transformer.encode)
+    logits, _ = apply(inputs.tokens, inputs.positions, inputs.self_mask(), encoded,
+                      src > 0 if packing is None else args['cross_mask'], method=Transformer.decode)
     sums = smoothed_cross_entropy(logits, inputs.targets, (inputs.targets > 0).astype(jnp.float32),
                                   self.label_smoothing)
+    target = batch['target'] if packing is None else packing.unpack_target(batch['target'])  # [B, T]: a pair per row
+    if packing is not None:  # the length head pools each pair's own source states
+      encoded, src = packing.unpack_source(encoded), packing.unpack_source(src)
     real = jnp.any(target > 0, axis=1)  # [B]
     lengths = jnp.minimum(jnp.sum(target > 0, axis=1), self.length_classes - 1)  # [B], incl. EOS
     length_logp = jax.nn.log_softmax(self.model.apply({'params': params}, encoded, src > 0,

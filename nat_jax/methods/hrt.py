@@ -46,7 +46,8 @@ from nat_jax.methods import register
 from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer, autoregressive_inputs, init_transformer
 from nat_jax.methods.cmlm import masked_inputs, random_mask
-from nat_jax.methods.teacher_forcing import DecoderInputs
+from nat_jax.core.packing import Packing
+from nat_jax.methods.teacher_forcing import DecoderInputs, source_args
 from nat_jax.models.transformer import Transformer, transformer_config
 from nat_jax.errors import ConfigError
 
@@ -126,6 +127,7 @@ def mixed_views(targets: jax.Array, skip: jax.Array, k: int, skip_start: int,
 class HrtMethod(Method):
   """HRT: Skip-AT + Skip-CMLM + AT + CMLM on one shared decoder, with the Skip-share curriculum."""
   normalizer = 'tokens'
+  packable = True
 
   def __init__(self, config, vocab_size: int):
     h = config.hrt
@@ -137,6 +139,7 @@ class HrtMethod(Method):
     if h.curriculum_lambda <= 0:
       raise ConfigError(f'hrt.curriculum_lambda must be > 0, got {h.curriculum_lambda}.')
     self.chunk = h.chunk
+    self.slot_multiple = h.chunk  # a packed pair keeps its EOS padding to a multiple of k
     self.curriculum = (h.curriculum_steps or config.total_steps, h.curriculum_lambda)
     self.skip_start = vocab_size  # <B_k>: the first input-only start token
     self.model = Transformer(transformer_config(config.model, vocab_size, start_tokens=1))
@@ -149,17 +152,23 @@ class HrtMethod(Method):
   def loss(self, params, batch, rng, step=0, deterministic: bool = False):
     """Sums over both samples of every pair: loss, nll, correct, tokens; skip_rows = pairs given the
     Skip samples, sentences = pairs."""
-    src, targets = batch['source'], batch['target']
+    src = batch['source']
+    packing = Packing.of(batch, self.max_segments)
+    targets = batch['target'] if packing is None else packing.unpack_target(batch['target'])  # [B, T]: a pair per row
     mask_rng, enc_rng, ar_rng, nar_rng = jax.random.split(rng, 4)
     skip = skip_rows(targets, skip_probability(step, *self.curriculum))
     start = self.skip_start if self.chunk > 1 else Tokenizer.bos_id  # k = 1: Skip-AT is AT
-    causal, noncausal = mixed_views(targets, skip, self.chunk, start, mask_rng)
+    views = mixed_views(targets, skip, self.chunk, start, mask_rng)
+    if packing is not None:
+      views = tuple(view.pack(packing) for view in views)
     apply = lambda r, *a, **k: self.model.apply({'params': params}, *a, deterministic=deterministic,
                                                 rngs={'dropout': r}, **k)
-    encoded = apply(enc_rng, src, method=Transformer.encode)
+    args = source_args(src, packing)
+    encoded = apply(enc_rng, src, positions=args['src_positions'], mask=args['src_mask'], method=Transformer.encode)
+    cross = src > 0 if packing is None else args['cross_mask']
     sums = None
-    for view, r in ((causal, ar_rng), (noncausal, nar_rng)):
-      logits, _ = apply(r, view.tokens, view.positions, view.self_mask(), encoded, src > 0, method=Transformer.decode)
+    for view, r in zip(views, (ar_rng, nar_rng)):
+      logits, _ = apply(r, view.tokens, view.positions, view.self_mask(), encoded, cross, method=Transformer.decode)
       s = smoothed_cross_entropy(logits, view.targets, (view.targets > 0).astype(jnp.float32), self.label_smoothing)
       sums = s if sums is None else {key: sums[key] + s[key] for key in s}
     sums.update(skip_rows=jnp.sum(skip).astype(jnp.float32),

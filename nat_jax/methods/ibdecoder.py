@@ -57,7 +57,7 @@ from nat_jax.core.tokens import through_first_eos
 from nat_jax.methods import register
 from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer
-from nat_jax.methods.teacher_forcing import DecoderInputs, teacher_forced_loss
+from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, teacher_forced_loss
 from nat_jax.core.masks import attention_mask
 from nat_jax.models.transformer import Transformer, transformer_config
 from nat_jax.errors import ConfigError
@@ -203,10 +203,12 @@ class IbDecoderScorer(TransformerScorer):
 class IbDecoderMethod(Method):
   """IBDecoder / SA / IMDecoder: a Transformer trained on the slot-order target with a block-causal mask."""
   normalizer = 'tokens'
+  packable = True
 
   def __init__(self, config, vocab_size: int):
     self.h, self.c = config.ibdecoder.h, config.ibdecoder.c
     check_layout(self.h, self.c)
+    self.slot_multiple = self.h * self.c  # a packed pair keeps its last step's z slots
     self.model = Transformer(transformer_config(config.model, vocab_size, directions=self.h if self.h > 2 else 0))
     self.label_smoothing = config.label_smoothing
     self.max_target_len = config.max_decode_len
@@ -224,8 +226,9 @@ class IbDecoderMethod(Method):
                            directions=inputs.directions)['params']
 
   def loss(self, params, batch, rng, step=0, deterministic: bool = False):
-    return teacher_forced_loss(self.model, params, batch['source'], self.inputs(batch['target']), rng,
-                               label_smoothing=self.label_smoothing, deterministic=deterministic)
+    inputs, packing = batch_view(batch, self.inputs, self.max_segments)
+    return teacher_forced_loss(self.model, params, batch['source'], inputs, rng, label_smoothing=self.label_smoothing,
+                               deterministic=deterministic, packing=packing)
 
   def scorer(self, params) -> IbDecoderScorer:
     return IbDecoderScorer(self.model, params, self.max_target_len, tokens_per_step=self.tokens_per_step, h=self.h)

@@ -146,11 +146,17 @@ class Transformer(nn.Module):
       x = x + jnp.take(self.direction_embed, directions, axis=0).astype(self.cfg.dtype)
     return self.input_dropout(x, deterministic=deterministic)
 
-  def encode(self, src, *, deterministic: bool = True):
-    """src i32[B, S] (0 = pad) -> encoded [B, S, D]."""
-    valid = src > 0  # [B, S]
-    x = self.embed_tokens(src, jnp.broadcast_to(jnp.arange(src.shape[1]), src.shape), deterministic=deterministic)
-    mask = attention_mask(jnp.zeros_like(src), valid)  # [B, S, S]: every query sees every valid key
+  def encode(self, src, *, deterministic: bool = True, positions=None, mask=None):
+    """src i32[B, S] (0 = pad) -> encoded [B, S, D].
+
+    Packed rows (nat_jax.core.packing) pass each slot's position within its sentence, positions
+    i32[B, S], and the self-attention mask bool[B, S, S]; by default a row is one sentence.
+    """
+    if positions is None:
+      positions = jnp.broadcast_to(jnp.arange(src.shape[1]), src.shape)
+    if mask is None:
+      mask = attention_mask(jnp.zeros_like(src), src > 0)  # [B, S, S]: every query sees every valid key
+    x = self.embed_tokens(src, positions, deterministic=deterministic)
     for layer in self.encoder_layers:
       x = layer(x, mask, deterministic=deterministic)
     return self.encoder_norm(x) if self.cfg.pre_norm else x
@@ -160,7 +166,8 @@ class Transformer(nn.Module):
     """Decoder pass from tokens to logits.
 
     tokens, positions i32[B, T]; self_mask bool[B, T, T] (no cache) or bool[B, T, C] (cache of C slots);
-    encoded [B, S, D]; src_valid bool[B, S]; cross_kv: `precompute_cross(encoded)` (optional). With a
+    encoded [B, S, D]; src_valid bool[B, S] (the source tokens every slot sees) or bool[B, T, S] (per slot:
+    packed rows); cross_kv: `precompute_cross(encoded)` (optional). With a
     cache the new keys go to slots [cache_start, cache_start + T); directions i32[B, T] (IMDecoder) selects
     each slot's direction embedding. Returns (logits f32[B, T, V], cache or None).
     """
@@ -184,7 +191,10 @@ class Transformer(nn.Module):
 
     Methods whose decoder inputs are not tokens (DA-Transformer's graph queries) enter here.
     """
-    cross_mask = jnp.broadcast_to(src_valid[:, None, :], (x.shape[0], x.shape[1], src_valid.shape[1]))
+    if src_valid.ndim == 3:
+      cross_mask = src_valid  # [B, T, S]
+    else:
+      cross_mask = jnp.broadcast_to(src_valid[:, None, :], (x.shape[0], x.shape[1], src_valid.shape[1]))
     cross = cross_kv if cross_kv is not None else [None] * len(self.decoder_layers)
     if cache is None:
       kv_positions, layer_caches = positions, [None] * len(self.decoder_layers)
@@ -234,9 +244,14 @@ class Transformer(nn.Module):
     return {'layers': [{name: resize(kv, 2) for name, kv in layer.items()} for layer in cache['layers']],
             'positions': resize(cache['positions'], 1)}
 
-  def __call__(self, src, tokens, positions, self_mask, *, deterministic: bool = True, directions=None):
-    """Teacher-forced pass: src i32[B, S], tokens/positions (/directions) i32[B, T] -> logits f32[B, T, V]."""
-    encoded = self.encode(src, deterministic=deterministic)
-    logits, _ = self.decode(tokens, positions, self_mask, encoded, src > 0, deterministic=deterministic,
-                            directions=directions)
+  def __call__(self, src, tokens, positions, self_mask, *, deterministic: bool = True, directions=None,
+               src_positions=None, src_mask=None, cross_mask=None):
+    """Teacher-forced pass: src i32[B, S], tokens/positions (/directions) i32[B, T] -> logits f32[B, T, V].
+
+    Packed rows also give the source positions i32[B, S], the encoder mask bool[B, S, S] and the
+    cross-attention mask bool[B, T, S] (nat_jax.core.packing.Packing).
+    """
+    encoded = self.encode(src, deterministic=deterministic, positions=src_positions, mask=src_mask)
+    logits, _ = self.decode(tokens, positions, self_mask, encoded, src > 0 if cross_mask is None else cross_mask,
+                            deterministic=deterministic, directions=directions)
     return logits
