@@ -59,7 +59,7 @@ def tables(greedy_tokens: np.ndarray, vocab: int, seed: int = 0) -> dict[str, np
   return {'perfect': perfect, 'wrong': wrong, 'subset': subset}
 
 
-@pytest.mark.parametrize('rows', [slice(None), slice(2, 3)])  # batch 3 (rows vmapped) and batch 1
+@pytest.mark.parametrize('rows', [slice(None), pytest.param(slice(2, 3), marks=pytest.mark.slow)])  # batch 3, batch 1
 def test_any_head_gives_greedy_output(corpus, rows):
   method, params = random_model(corpus, vocab_size=VOCAB)
   scorer, src = method.scorer(params), SOURCES[rows]

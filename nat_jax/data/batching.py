@@ -170,6 +170,7 @@ class PackedTrainBatches(TrainBatches):
       raise ValueError(f'A target needs {self.target_len.max()} slots (a multiple of {slot_multiple}), more than '
                        f'the row length {shape[1]}; lower max_len or raise the row length.')
     self._epoch_starts = [0]  # first step of each epoch packed so far, + the step after the last one
+    self.batches_per_epoch = len(self._layout(0))  # of epoch 0: packing makes each epoch's count its own
 
   def _rows(self, epoch: int) -> list[list[int]]:
     """The epoch's packed rows (pair indices), in packing order."""

@@ -13,7 +13,7 @@ counts: continuation counts below the top order except for n-grams starting with
 sentencepiece pieces. On the device (`LmTables`, `lm_logprob`) the n-grams live in a trie keyed
 by their words in reverse order (w_k, w_(k-1), ...), children sorted by word id in one flat array,
 so a lookup is order - 1 binary searches per walk, two walks (the probability and the backoffs),
-batched over any shape. `python -m nat_jax.ngram_lm` estimates one from a run's training targets.
+batched over any shape. `python -m nat_jax.lm` estimates one from a run's training targets.
 tests/test_ngram_lm.py checks the estimate (every context's distribution sums to 1) and the device
 lookup against `logprob`, the plain-Python backoff rule.
 """

@@ -94,8 +94,8 @@ class CmlmMethod(Method):
     apply = lambda *a, **k: self.model.apply({'params': params}, *a, deterministic=deterministic, rngs=rngs, **k)
     args = source_args(src, packing)
     encoded = apply(src, positions=args['src_positions'], mask=args['src_mask'], method=Transformer.encode)
-    logits, _ = apply(inputs.tokens, inputs.positions, inputs.self_mask(), encoded,
-                      src > 0 if packing is None else args['cross_mask'], method=Transformer.decode)
+    logits, _ = apply(inputs.tokens, inputs.positions, inputs.self_mask(), encoded, args['cross_mask'],
+                      method=Transformer.decode)
     sums = smoothed_cross_entropy(logits, inputs.targets, (inputs.targets > 0).astype(jnp.float32),
                                   self.label_smoothing)
     target = batch['target'] if packing is None else packing.unpack_target(batch['target'])  # [B, T]: a pair per row

@@ -165,10 +165,10 @@ class HrtMethod(Method):
                                                 rngs={'dropout': r}, **k)
     args = source_args(src, packing)
     encoded = apply(enc_rng, src, positions=args['src_positions'], mask=args['src_mask'], method=Transformer.encode)
-    cross = src > 0 if packing is None else args['cross_mask']
     sums = None
     for view, r in zip(views, (ar_rng, nar_rng)):
-      logits, _ = apply(r, view.tokens, view.positions, view.self_mask(), encoded, cross, method=Transformer.decode)
+      logits, _ = apply(r, view.tokens, view.positions, view.self_mask(), encoded, args['cross_mask'],
+                        method=Transformer.decode)
       s = smoothed_cross_entropy(logits, view.targets, (view.targets > 0).astype(jnp.float32), self.label_smoothing)
       sums = s if sums is None else {key: sums[key] + s[key] for key in s}
     sums.update(skip_rows=jnp.sum(skip).astype(jnp.float32),

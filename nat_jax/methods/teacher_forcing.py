@@ -58,9 +58,10 @@ def batch_view(batch: dict, make_view: Callable[[jax.Array], DecoderInputs],
 
 def source_args(source: jax.Array, packing: Optional[Packing]) -> dict[str, Optional[jax.Array]]:
   """Keyword arguments of Transformer.__call__ for the source side: the encoder positions and mask
-  and the cross-attention mask of packed rows (None: one pair per row)."""
+  (None: one pair per row, the defaults) and the cross-attention mask (bool[B, T, S] for packed
+  rows, else the valid source tokens bool[B, S])."""
   if packing is None:
-    return dict(src_positions=None, src_mask=None, cross_mask=None)
+    return dict(src_positions=None, src_mask=None, cross_mask=source > 0)
   return dict(src_positions=packing.source_positions, src_mask=packing.encoder_mask(),
               cross_mask=packing.cross_mask())
 
