@@ -57,10 +57,6 @@ class Packing:
     """bool[R, Lt, Ls]: each target slot sees the source of its own pair."""
     return segment_mask(self.target_segments, self.source_segments)
 
-  def self_mask(self) -> jax.Array:
-    """bool[R, Lt, Lt]: decoder self-attention within each target (the view's own mask is ANDed in)."""
-    return segment_mask(self.target_segments, self.target_segments)
-
   def _flat_index(self, segments, positions, width: int) -> jax.Array:
     """i32[R, L]: each slot's index in the flattened unpacked array [R * K * width] (padding: past the end)."""
     rows = jnp.arange(segments.shape[0])[:, None] * self.max_segments + segments - 1  # [R, L]

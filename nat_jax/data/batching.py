@@ -9,6 +9,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
+from nat_jax.core.packing import PACKING_KEYS
 from nat_jax.core.tokens import EOS_ID, PAD_ID, WIDTH_STEP, ceil_div
 
 Pair = tuple[np.ndarray, np.ndarray]  # (source int32[n], target int32[m]), both ending in EOS.
@@ -220,8 +221,7 @@ class PackedTrainBatches(TrainBatches):
     local = len(rows) // self.process_count
     rows = rows[self.process_index * local:(self.process_index + 1) * local]
     length = self.shapes[0][1]
-    out = {key: np.zeros((local, length), np.int32) for key in
-           ('source', 'target', 'source_segments', 'source_positions', 'target_segments', 'target_positions')}
+    out = {key: np.zeros((local, length), np.int32) for key in ('source', 'target') + PACKING_KEYS}
     for r, row in enumerate(rows):
       at = {'source': 0, 'target': 0}
       for k, i in enumerate(row, start=1):
