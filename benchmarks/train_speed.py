@@ -93,7 +93,7 @@ class Variant:
     self.step_fn, self.next_step = step, 0
     self.compile_s = 0.0
     for rows, length in self.batches.shapes:  # compile + warm every shape on a real batch of it
-      local = next(self.batches(i) for i in range(10_000) if self.batches(i)['source'].shape == (rows, length))
+      local = next(b for b in map(self.batches, range(10_000)) if b['source'].shape == (rows, length))
       (self.state, _), seconds = timed(lambda: step(self.state, local))
       self.compile_s += seconds
     self.times, self.target_tokens, self.padded, self.cpu = [], [], [], []
