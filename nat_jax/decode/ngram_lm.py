@@ -171,42 +171,55 @@ class LmTables:
 
 def build_tables(model: Ngrams, word_ids: Mapping[str, int], vocab_size: int) -> LmTables:
   """LmTables of `model` whose words are mapped by `word_ids` (n-grams with a word outside it are
-  dropped: no output can contain them). <unk> must be in both."""
+  dropped: no output can contain them). <unk> must be in both. Built level by level with numpy: a
+  depth-d node is a distinct (depth-(d-1) node, word) pair of some n-gram's reversed words, numbered
+  in sorted order so that every node's children are consecutive and sorted by word."""
   if (UNK_WORD,) not in model or UNK_WORD not in word_ids:
     raise ValueError(f'The n-gram model and the vocabulary both need {UNK_WORD}.')
-  ids = {}
-  for g, values in model.items():
+  by_order = collections.defaultdict(list)  # k -> [(reversed word ids, log10 p, log10 backoff)]
+  for g, (lp, bo) in model.items():
     if all(w in word_ids for w in g):
-      ids[tuple(word_ids[w] for w in reversed(g))] = values
-  for path in list(ids):  # a path's inner nodes exist even where the model stores no n-gram
-    for depth in range(1, len(path)):
-      ids.setdefault(path[:depth], (math.nan, 0.0))
-  order = max(len(p) for p in ids)
-  node_of = {(): 0}
-  words, parents, logp, backoff = [-1], [-1], [math.nan], [0.0]
+      by_order[len(g)].append(([word_ids[w] for w in reversed(g)], lp, bo))
+  order = max(by_order)
+  paths = {k: np.asarray([r[0] for r in rows], np.int64).reshape(len(rows), k) for k, rows in by_order.items()}
+  values = {k: np.asarray([r[1:] for r in rows], np.float64).reshape(len(rows), 2) for k, rows in by_order.items()}
+  base = max(int(p.max()) for p in paths.values()) + 1
+  prefix = {k: np.zeros(len(p), np.int64) for k, p in paths.items()}  # node of each n-gram's depth-(d-1) prefix
+  words, parents, logp, backoff = [np.full(1, -1)], [np.full(1, -1)], [np.full(1, np.nan)], [np.zeros(1)]
+  size = 1
   for depth in range(1, order + 1):
-    level = sorted((node_of[p[:-1]], p[-1], p) for p in ids if len(p) == depth)
-    for parent, w, p in level:
-      node_of[p] = len(words)
-      words.append(w)
-      parents.append(parent)
-      logp.append(ids[p][0])
-      backoff.append(ids[p][1])
-  parents = np.asarray(parents)
-  n = len(words)
-  first = np.full(n, n, np.int64)
-  end = np.zeros(n, np.int64)
-  children = np.arange(1, n)
+    longer = [k for k in sorted(paths) if k >= depth]
+    keys = np.concatenate([prefix[k] * base + paths[k][:, depth - 1] for k in longer])  # (parent, word)
+    level, inverse = np.unique(keys, return_inverse=True)
+    level_logp, level_backoff = np.full(len(level), np.nan), np.zeros(len(level))
+    start = 0
+    for k in longer:
+      node = inverse[start:start + len(paths[k])]
+      start += len(paths[k])
+      if k == depth:  # a stored n-gram; inner nodes of longer ones stay NaN / 0 unless stored too
+        level_logp[node], level_backoff[node] = values[k][:, 0], values[k][:, 1]
+      prefix[k] = size + node
+    words.append(level % base)
+    parents.append(level // base)
+    logp.append(level_logp)
+    backoff.append(level_backoff)
+    size += len(level)
+  words, parents = np.concatenate(words), np.concatenate(parents)
+  first = np.full(size, size, np.int64)
+  end = np.zeros(size, np.int64)
+  children = np.arange(1, size)
   np.minimum.at(first, parents[1:], children)
   np.maximum.at(end, parents[1:], children + 1)
-  empty = first == n
+  empty = first == size
   first[empty] = end[empty] = 0
   fan_out = int(np.max(end - first))
+  logp = np.concatenate(logp)
+  unigrams = np.arange(1, size)[(parents[1:] == 0) & ~np.isnan(logp[1:])]
   known = np.zeros(vocab_size, bool)
-  known[[p[0] for p in ids if len(p) == 1 and p[0] < vocab_size and not math.isnan(ids[p][0])]] = True
+  known[words[unigrams][words[unigrams] < vocab_size]] = True
   return LmTables(word=jnp.asarray(words, jnp.int32), first=jnp.asarray(first, jnp.int32),
                   end=jnp.asarray(end, jnp.int32), logp=jnp.asarray(logp, jnp.float32),
-                  backoff=jnp.asarray(backoff, jnp.float32), known=jnp.asarray(known), order=order,
+                  backoff=jnp.asarray(np.concatenate(backoff), jnp.float32), known=jnp.asarray(known), order=order,
                   search_steps=max(1, math.ceil(math.log2(fan_out + 1))), unk=word_ids[UNK_WORD])
 
 
