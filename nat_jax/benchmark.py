@@ -15,7 +15,8 @@ runs/at_bible_tiny:greedy+beam/alpha=0+ct2_greedy+ct2_greedy/threads=1+ct2_beam/
 decoder is measured in this one process on one device:
   quality   BLEU against each reference alone and against all (sacreBLEU, signature kept), chrF,
             and which reference each output n-gram matches: both, only one, or neither
-            (scoring.ngram_match_shares), on the outputs at the largest batch size;
+            (scoring.ngram_match_shares), on the outputs at the largest batch size, beside the CPU
+            hours the run's training spent (`train CPU-h`, from its checkpoint; a fine-tuned run's own);
   compile   seconds spent compiling: per compiled (batch, width) shape, the first call minus a
             second identical call; timings below exclude it (every shape is compiled first);
   batch 1   latency per sentence (median, p90 and mean over --batch1_runs passes over the first
@@ -322,6 +323,7 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
                                                   latency_sentences=latency_sentences, batch1_runs=batch1_runs)
         rows.append({'label': label, 'run': entry.label, 'workdir': entry.workdir, 'dtype': entry.dtype,
                      'method': run.method.label(), 'method_name': run.method.name, 'step': run.meta[0]['step'],
+                     'train_cpu_hours': train_cpu_hours(run.meta[0]),
                      'layers': f'E{run.config.model.enc_layers}D{run.config.model.dec_layers}',
                      'decoder': name, 'decoder_spec': spec, 'options': options,
                      'quality': reference_view(hyps[label], examples), 'speed': speed,
@@ -343,6 +345,13 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
 
 
 # --- writing it out ------------------------------------------------------------------------------
+def train_cpu_hours(meta: dict) -> float | None:
+  """CPU hours the run's training had spent at this checkpoint (nat_jax.train's CpuClock; None for a
+  checkpoint older than that accounting). A student fine-tuned from another run counts its own only."""
+  seconds = meta.get('cpu_seconds')
+  return None if seconds is None else round(seconds / 3600, 2)
+
+
 def fmt(value, none='-') -> str:
   return none if value is None else str(value)
 
@@ -355,7 +364,7 @@ def markdown(report: dict) -> str:
            f'{report["batch1_runs"]} passes over {report["latency_sentences"]} sentences; speed-ups against '
            f'`{report["baseline"]}`.', '', '**Quality**', '']
   ref_cols = ' | '.join(f'BLEU ref {i + 1}' for i in range(n_refs))
-  head = f'| run | method | decoder | {ref_cols} |'
+  head = f'| run | method | train CPU-h | decoder | {ref_cols} |'
   if n_refs > 1:
     head += (' BLEU all refs | chrF all refs | 1-grams: both / ref 1 only / ref 2 only / neither (%) '
              '| 2-grams: both / ref 1 only / ref 2 only / neither (%) |')
@@ -364,7 +373,8 @@ def markdown(report: dict) -> str:
   lines += [head, '|' + '---|' * (head.count('|') - 1)]
   for r in rows:
     q = r['quality']
-    cells = [r['run'], r['method'], r['decoder_spec']] + [str(p['bleu']) for p in q['per_ref']]
+    cells = [r['run'], r['method'], fmt(r.get('train_cpu_hours')), r['decoder_spec']]
+    cells += [str(p['bleu']) for p in q['per_ref']]
     if n_refs > 1:
       cells += [str(q['all_refs']['bleu']), str(q['all_refs']['chrf'])]
       cells += [' / '.join(str(q['match'][g][k]) for k in ('both', 'first_only', 'second_only', 'neither'))

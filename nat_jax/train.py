@@ -4,13 +4,17 @@
 
 Writes into the workdir: config.json, spm.model, checkpoints/ (latest N), best/ (best N by
 validation BLEU), metrics.jsonl, the same scalars as TensorBoard event files in tensorboard/
-(`tensorboard --logdir=<workdir>`) and, at the end, test_results.json. Restarting the same command
+(`tensorboard --logdir=<workdir>`) and, at the end, test_results.json. Train and validation rows carry
+`cpu_hours`: the process CPU time spent on training so far (every thread, compilation included,
+validation excluded), summed over resumes through the checkpoints' `cpu_seconds`, which is the
+recipe's cost on a shared machine where wall-clock is not. Restarting the same command
 resumes from the newest readable checkpoint (data position and RNG are functions of the step,
 so an interrupted run ends with the same parameters as an uninterrupted one). SIGTERM saves a
 checkpoint before exiting.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import filecmp
 import functools
@@ -164,6 +168,25 @@ def write_config(workdir: str, config):
   write_atomic(path, json.dumps(new, indent=2, sort_keys=True))
 
 
+class CpuClock:
+  """Training CPU seconds of a run: `before` (spent by the processes it resumes) plus this process's CPU
+  time since the clock started, less what was spent inside `excluded()` blocks (validation)."""
+
+  def __init__(self, before: float = 0.0, clock: Callable[[], float] = time.process_time):
+    self.clock, self.before, self.start, self.skipped = clock, before, clock(), 0.0
+
+  def seconds(self) -> float:
+    return self.before + self.clock() - self.start - self.skipped
+
+  @contextlib.contextmanager
+  def excluded(self):
+    t0 = self.clock()
+    try:
+      yield
+    finally:
+      self.skipped += self.clock() - t0
+
+
 class MetricsLog:
   """Appends JSON lines to workdir/metrics.jsonl and the same scalars to TensorBoard event files in
   workdir/tensorboard (process 0); on resume, drops what was logged past the resumed step."""
@@ -315,22 +338,26 @@ class TrainLoop:
   ckpt: checkpoint.Checkpointer
   metrics_log: MetricsLog
   lead: bool
+  cpu: CpuClock
 
   def save(self, step: int, state: TrainState, bleu=None):
     c = self.config
     self.ckpt.save(step, state, {'step': step, 'seed': c.seed, 'data_position': step * c.grad_accum_steps,
-                                 'rng': f'fold_in(PRNGKey({c.seed}), step)', 'bleu': bleu}, bleu=bleu)
+                                 'rng': f'fold_in(PRNGKey({c.seed}), step)', 'bleu': bleu,
+                                 'cpu_seconds': round(self.cpu.seconds(), 1)}, bleu=bleu)
 
   def validate(self, step: int, params) -> dict[str, float]:
-    """Validation loss statistics and BLEU (first reference) of `params`, logged."""
+    """Validation loss statistics and BLEU (first reference) of `params`, logged (its CPU time is not
+    training's)."""
     sums = None
-    for i in range(self.val_batches.batches_per_epoch):
-      s = jax.device_get(self.eval_fn(params, sharding.global_batch(self.val_batches(i), self.mesh)))
-      sums = s if sums is None else {k: sums[k] + s[k] for k in s}
-    run = Run(self.config, self.tokenizer, self.method, params, [])
-    bleu, _ = evaluate_bleu(run, self.decode_fn, self.val_examples, self.config.decode_batch_size)
+    with self.cpu.excluded():
+      for i in range(self.val_batches.batches_per_epoch):
+        s = jax.device_get(self.eval_fn(params, sharding.global_batch(self.val_batches(i), self.mesh)))
+        sums = s if sums is None else {k: sums[k] + s[k] for k in s}
+      run = Run(self.config, self.tokenizer, self.method, params, [])
+      bleu, _ = evaluate_bleu(run, self.decode_fn, self.val_examples, self.config.decode_batch_size)
     values = {k: float(v) for k, v in normalize(sums, self.method.normalizer).items()}
-    values['bleu'] = bleu['first_ref']['bleu']
+    values.update(bleu=bleu['first_ref']['bleu'], cpu_hours=self.cpu.seconds() / 3600)
     self.metrics_log.write(step, 'validation', values)
     return values
 
@@ -364,7 +391,7 @@ class TrainLoop:
           elapsed = time.time() - t_window
           avg = {k: float(np.mean([m[k] for m in window])) for k in window[0] if k != 'tokens'}
           avg.update(tokens_per_s=sum(float(m['tokens']) for m in window) / max(elapsed, 1e-9),
-                     lr=float(schedule(jnp.int32(step - 1))))
+                     lr=float(schedule(jnp.int32(step - 1))), cpu_hours=self.cpu.seconds() / 3600)
           bar.set_postfix(loss=f'{avg["loss"]:.3f}', tok_s=f'{avg["tokens_per_s"]:.0f}', lr=f'{avg["lr"]:.2e}')
           self.metrics_log.write(step, 'train', avg)
           window, t_window = [], time.time()
@@ -382,21 +409,24 @@ class TrainLoop:
 
 
 def initial_state(config, method, tx, batch, mesh, state_sh, abstract_state, ckpt,
-                  lead: bool) -> tuple[TrainState, int]:
-  """(state, step): the newest readable checkpoint, else fresh (or `init_from`) parameters at step 0."""
+                  lead: bool) -> tuple[TrainState, int, float]:
+  """(state, step, training CPU seconds spent so far): the newest readable checkpoint, else fresh (or
+  `init_from`) parameters at step 0."""
   state, meta = ckpt.restore_latest(abstract_state)
   if state is not None:
     if meta.get('seed') != config.seed:
       log.warning('resuming a run trained with seed %s using seed %s.', meta.get('seed'), config.seed)
+    if 'cpu_seconds' not in meta:
+      log.warning('the checkpoint predates CPU accounting: cpu_hours counts from this resume.')
     if lead:
       print(f'Resumed from step {int(state.step)}.', flush=True)
-    return state, int(state.step)
+    return state, int(state.step), float(meta.get('cpu_seconds', 0.0))
   state = create_train_state(method, tx, batch, mesh, jax.random.PRNGKey(config.seed))
   if config.init_from:
     state = state.replace(params=initial_params(config.init_from, method, state.params, state_sh.params))
     if lead:
       print(f'Initialised the parameters from {config.init_from} (fresh optimizer, step 0).', flush=True)
-  return state, 0
+  return state, 0, 0.0
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
@@ -433,7 +463,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
   ckpt = checkpoint.Checkpointer(workdir, config.keep_checkpoints, config.keep_best)
   metrics_log = None
   try:
-    state, start = initial_state(config, method, tx, first, mesh, state_sh, abstract_state, ckpt, lead)
+    state, start, cpu_before = initial_state(config, method, tx, first, mesh, state_sh, abstract_state, ckpt, lead)
     if lead:
       n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
       print(f'Model: {config.model.method}, {n_params / 1e6:.2f}M parameters.', flush=True)
@@ -441,7 +471,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
     decode_fn, _ = build_decoder(method, config.eval_decoder, {}, tokenizer, load_run)
     metrics_log = MetricsLog(workdir, start, lead)
     loop = TrainLoop(config, method, tokenizer, mesh, grad_fn, apply_fn, eval_fn, decode_fn, batches, val_batches,
-                     splits['validation'][:config.eval_max_sentences or None], ckpt, metrics_log, lead)
+                     splits['validation'][:config.eval_max_sentences or None], ckpt, metrics_log, lead,
+                     CpuClock(cpu_before))
     with SignalFlag(signal.SIGTERM) as stop:
       state, step = loop.run(state, start, stop)
   finally:

@@ -108,6 +108,7 @@ def test_benchmark_command_line_end_to_end(trained_run, tmp_path):
     assert q['all_refs']['bleu'] == round(sacrebleu.corpus_bleu(hyps, refs).score, 2)
     assert q['all_refs']['chrf'] == round(sacrebleu.corpus_chrf(hyps, refs).score, 2)
     assert r['speed']['compile_s'] > 0 and r['speed']['batch1']['latency_ms_median'] > 0
+    assert r['train_cpu_hours'] == round(load_run(trained_run).meta[0]['cpu_seconds'] / 3600, 2)
   greedy, beam, jacobi, half = report['rows']
   assert jacobi['vs_own_greedy']['same_output'] == 1.0 and jacobi['quality'] == greedy['quality']
   assert greedy['vs_baseline']['greedy'] == {'batch1': 1.0, 'batch4': 1.0}

@@ -38,9 +38,16 @@ def train_cmd(config, workdir):
 def test_resumed_training_equals_uninterrupted(tmp_path, corpus, compile_cache, trained_run):
   workdir = str(tmp_path / 'resumed')
   train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=3), workdir)
-  assert load_run(workdir).meta[0]['step'] == 3
+  meta = load_run(workdir).meta[0]
+  assert meta['step'] == 3 and meta['cpu_seconds'] > 0
   train.train_and_evaluate(tiny_config(corpus, compile_cache), workdir)  # 3 -> 8
   assert_same_params(final_params(workdir), final_params(trained_run))
+  # training CPU time carries over the resume: every later row counts on from the step-3 checkpoint's
+  cpu = [(json.loads(line)['step'], json.loads(line)['cpu_hours'] * 3600)
+         for line in open(os.path.join(workdir, 'metrics.jsonl'))]
+  assert [s for s, _ in cpu] == sorted(s for s, _ in cpu) and all(c > 0 for _, c in cpu)
+  assert all(c >= meta['cpu_seconds'] - 0.1 for s, c in cpu if s > 3)
+  assert load_run(workdir).meta[0]['cpu_seconds'] >= max(c for _, c in cpu) - 0.1
   # TensorBoard holds exactly what metrics.jsonl holds, read back with the tensorboard package's reader
   scalars = tensorboard_scalars(os.path.join(workdir, 'tensorboard'))
   logged = [json.loads(line) for line in open(os.path.join(workdir, 'metrics.jsonl'))]
@@ -53,6 +60,18 @@ def test_resumed_training_equals_uninterrupted(tmp_path, corpus, compile_cache, 
   assert scalars == expected
 
 
+
+
+def test_cpu_clock_adds_the_resumed_seconds_and_leaves_out_excluded_blocks():
+  ticks = iter([100.0, 103.0, 104.0, 110.0, 111.5, 120.0, 125.0, 130.0])
+  clock = train.CpuClock(before=50.0, clock=lambda: next(ticks))  # starts at 100
+  assert clock.seconds() == 53.0  # 50 spent before the resume + 3
+  with clock.excluded():  # 104 -> 110: a validation
+    pass
+  assert clock.seconds() == 55.5  # 50 + (111.5 - 100) - 6
+  with pytest.raises(RuntimeError), clock.excluded():  # 120 -> 125, left by an error: still excluded
+    raise RuntimeError
+  assert clock.seconds() == 69.0  # 50 + 30 - 11
 
 
 def test_tensorboard_drops_steps_logged_after_the_resumed_checkpoint(tmp_path):
