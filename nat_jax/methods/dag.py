@@ -251,7 +251,8 @@ class DagMethod(Method):
 
   def label(self) -> str:
     """Short description for tables."""
-    return f'{self.name} (lambda={self.upsample_scale:g})'
+    loss = f', FA-DAT {self.ngram}-gram loss' if self.loss_name == 'fuzzy' else ''
+    return f'{self.name} (lambda={self.upsample_scale:g}{loss})'
 
 
 @dataclasses.dataclass(frozen=True)
