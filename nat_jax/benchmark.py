@@ -289,6 +289,13 @@ def add_fronts(report: dict):
 
 
 # --- running it all ------------------------------------------------------------------------------
+def train_cpu_hours(meta: dict) -> float | None:
+  """CPU hours the run's training had spent at this checkpoint (nat_jax.train's CpuClock; None for a
+  checkpoint older than that accounting). A student fine-tuned from another run counts its own only."""
+  seconds = meta.get('cpu_seconds')
+  return None if seconds is None else round(seconds / 3600, 2)
+
+
 def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_sizes: Sequence[int] = (1, 8, 64),
               split: str = 'test', max_sentences: int = 0, latency_sentences: int = 100, batch1_runs: int = 3,
               which: str = 'latest', average: int = 1, log=print) -> tuple[dict, dict[str, list[str]]]:
@@ -345,13 +352,6 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
 
 
 # --- writing it out ------------------------------------------------------------------------------
-def train_cpu_hours(meta: dict) -> float | None:
-  """CPU hours the run's training had spent at this checkpoint (nat_jax.train's CpuClock; None for a
-  checkpoint older than that accounting). A student fine-tuned from another run counts its own only."""
-  seconds = meta.get('cpu_seconds')
-  return None if seconds is None else round(seconds / 3600, 2)
-
-
 def fmt(value, none='-') -> str:
   return none if value is None else str(value)
 

@@ -42,15 +42,14 @@ def test_resumed_training_equals_uninterrupted(tmp_path, corpus, compile_cache, 
   assert meta['step'] == 3 and meta['cpu_seconds'] > 0
   train.train_and_evaluate(tiny_config(corpus, compile_cache), workdir)  # 3 -> 8
   assert_same_params(final_params(workdir), final_params(trained_run))
+  logged = [json.loads(line) for line in open(os.path.join(workdir, 'metrics.jsonl'))]
   # training CPU time carries over the resume: every later row counts on from the step-3 checkpoint's
-  cpu = [(json.loads(line)['step'], json.loads(line)['cpu_hours'] * 3600)
-         for line in open(os.path.join(workdir, 'metrics.jsonl'))]
+  cpu = [(entry['step'], entry['cpu_hours'] * 3600) for entry in logged]
   assert [s for s, _ in cpu] == sorted(s for s, _ in cpu) and all(c > 0 for _, c in cpu)
   assert all(c >= meta['cpu_seconds'] - 0.1 for s, c in cpu if s > 3)
   assert load_run(workdir).meta[0]['cpu_seconds'] >= max(c for _, c in cpu) - 0.1
   # TensorBoard holds exactly what metrics.jsonl holds, read back with the tensorboard package's reader
   scalars = tensorboard_scalars(os.path.join(workdir, 'tensorboard'))
-  logged = [json.loads(line) for line in open(os.path.join(workdir, 'metrics.jsonl'))]
   expected = {}
   for entry in logged:
     for key, value in entry.items():
