@@ -1,15 +1,18 @@
-"""Our decoders against a peer engine's, alternated pass by pass on a shared, noisy machine.
+"""Decoders alternated pass by pass on a shared, noisy machine: ours against a peer engine's, or two
+implementations of one decoder.
 
   python -m benchmarks.peer_alternating --workdir=runs/at_bible_tiny \
       [--rows=greedy,ct2_greedy/threads=1,beam/alpha=0,ct2_beam/threads=1] [--passes=5] \
       [--latency_sentences=100] [--batch=64]
+  python -m benchmarks.peer_alternating --workdir=runs/dat_bible_tiny --rows=dag_beam/search=device,dag_beam
 
 `nat_jax.benchmark` measures its rows one after another, so a host that slows down halfway skews
 their ratios. Here every pass times each row once, in turn, at batch 1 (each of the first
 `latency_sentences` test sentences alone: the median ms) and at `--batch` (all test sentences:
 sentences/s), after one untimed pass that compiles every shape. Reported per row: the median over
-passes and the min-max spread, and each row's ratio to the first row computed within every pass
-(median and spread), which is what survives the host's drift.
+passes and the min-max spread, each row's ratio to the first row computed within every pass
+(median and spread), which is what survives the host's drift, and how many sentences it translates
+exactly as the first row does at `--batch`.
 """
 from __future__ import annotations
 
@@ -47,14 +50,18 @@ def main(argv):
                         run.config.max_len, warn=False)
   lengths = source_lengths(run.config.max_len)
   alone = [src for _, src in inference_batches(seqs[:FLAGS.latency_sentences], 1, lengths)]
-  batches = [src for _, src in inference_batches(seqs, FLAGS.batch, lengths)]
+  batched = list(inference_batches(seqs, FLAGS.batch, lengths))
+  batches = [src for _, src in batched]
   entry = Entry(FLAGS.workdir, 'float32', tuple(FLAGS.rows))
   with tempfile.TemporaryDirectory() as scratch:
     fns = {spec: build_row(run, entry, spec, scratch)[0] for spec in FLAGS.rows}
+    outputs = {}  # spec -> {sentence: its output tokens at --batch}
     for spec, fn in fns.items():  # compile every shape
       print(f'compiling {spec} ...', flush=True)
-      for src in alone + batches:
+      for src in alone:
         jax.block_until_ready(fn(run.params, src).tokens)
+      outputs[spec] = {int(i): tuple(row) for (idx, src) in batched
+                       for i, row in zip(idx, np.asarray(fn(run.params, src).tokens)) if i >= 0}
     latency = {spec: [] for spec in fns}
     throughput = {spec: [] for spec in fns}
     for p in range(FLAGS.passes):
@@ -71,14 +78,15 @@ def main(argv):
   print(f'\n{machine()}; {FLAGS.passes} alternating passes; batch 1: median ms over the first '
         f'{len(alone)} test sentences alone; batch {FLAGS.batch}: sentences/s over {len(seqs)}.')
   print(f'| row | b=1 ms | {first} b=1 ms / row b=1 ms | b={FLAGS.batch} sent/s | row / {first} b={FLAGS.batch} '
-        f'| b={FLAGS.batch} / b=1 sent/s |')
-  print('|---|---|---|---|---|---|')
+        f'| b={FLAGS.batch} / b=1 sent/s | output as {first} |')
+  print('|---|---|---|---|---|---|---|')
   for spec in fns:
     speed_1 = [a / b for a, b in zip(latency[first], latency[spec])]
     speed_b = [b / a for a, b in zip(throughput[first], throughput[spec])]
     scaling = [t / (1e3 / ms) for t, ms in zip(throughput[spec], latency[spec])]
+    same = sum(outputs[spec][i] == outputs[first][i] for i in outputs[first])
     print(f'| {spec} | {spread(latency[spec])} | {spread(speed_1)} | {spread(throughput[spec])} | {spread(speed_b)} '
-          f'| {spread(scaling)} |')
+          f'| {spread(scaling)} | {same} / {len(outputs[first])} |')
 
 
 if __name__ == '__main__':

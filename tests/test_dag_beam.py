@@ -1,6 +1,8 @@
 """DAG beam search (nat_jax.decode.dag_beam) against enumerating every path and every output on
 tiny graphs: with every token offered and a beam as large as the number of prefixes it is exact;
-with a small beam it returns a finished output whose score is what the enumeration gives it."""
+with a small beam it returns a finished output whose score is what the enumeration gives it. Both
+searches (the device's batched loop and the host's per-row numpy) are held to the enumeration, and
+to each other on larger random graphs."""
 import itertools
 import math
 
@@ -8,9 +10,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nat_jax.decode.dag_beam import dag_beam_search
+from nat_jax.decode.dag_beam import dag_beam_search, dag_beam_search_host
+from nat_jax.decode.ngram_lm import host_tables
 from tests.conftest import reference_text_tokens
 from tests.test_decoders import TableGraphs, random_graphs, run
+
+
+def search_on_host(*args, lm=None, **kwargs):
+  return dag_beam_search_host(*args, lm=None if lm is None else host_tables(lm), **kwargs)
+
+
+SEARCHES = {'device': dag_beam_search, 'host': search_on_host}
+BOTH = pytest.mark.parametrize('search', sorted(SEARCHES))
 
 
 def marginals(log_trans, log_probs, length: int, beta: float) -> dict[tuple, float]:
@@ -48,13 +59,14 @@ def graphs(seed: int, lengths, size: int, vocab: int):
           jnp.asarray(lengths, jnp.int32))
 
 
+@BOTH
 @pytest.mark.parametrize('alpha,beta', [(1.1, 1.0), (0.0, 1.0), (1.0, 0.5)])
-def test_exhaustive_beam_finds_the_best_output_by_enumeration(alpha, beta):
+def test_exhaustive_beam_finds_the_best_output_by_enumeration(search, alpha, beta):
   vocab = 3
   for seed in range(3):
     log_trans, log_probs, lengths = graphs(seed, [6, 5, 3, 2], size=6, vocab=vocab)
-    final = dag_beam_search(log_trans, log_probs, lengths, beam_size=vocab ** 4, top_cand=vocab, alpha=alpha,
-                            beta=beta)
+    final = SEARCHES[search](log_trans, log_probs, lengths, beam_size=vocab ** 4, top_cand=vocab, alpha=alpha,
+                             beta=beta)
     for r in range(4):
       totals = marginals(np.asarray(log_trans[r]), np.asarray(log_probs[r]), int(lengths[r]), beta)
       scores = sorted((normalized(t, len(y), alpha) for y, t in totals.items()), reverse=True)
@@ -65,14 +77,15 @@ def test_exhaustive_beam_finds_the_best_output_by_enumeration(alpha, beta):
       np.testing.assert_allclose(np.asarray(final.fin_scores[r, :len(top)]), top, rtol=1e-4, atol=1e-4)
 
 
+@BOTH
 @pytest.mark.parametrize('seed', [0, 1, 2])
-def test_small_beam_scores_its_outputs_exactly(seed):
+def test_small_beam_scores_its_outputs_exactly(search, seed):
   """A beam of 2 offering 2 tokens per vertex is a search, not an enumeration, but every prefix it
   keeps carries the mass of all its paths: each finished output's score is its enumerated score,
   and no better than the best output."""
   vocab = 4
   log_trans, log_probs, lengths = graphs(seed, [7, 6], size=7, vocab=vocab)
-  final = dag_beam_search(log_trans, log_probs, lengths, beam_size=2, top_cand=2, alpha=1.1, beta=1.0)
+  final = SEARCHES[search](log_trans, log_probs, lengths, beam_size=2, top_cand=2, alpha=1.1, beta=1.0)
   for r in range(2):
     totals = marginals(np.asarray(log_trans[r]), np.asarray(log_probs[r]), int(lengths[r]), 1.0)
     best = max(normalized(t, len(y), 1.1) for y, t in totals.items())
@@ -83,12 +96,13 @@ def test_small_beam_scores_its_outputs_exactly(seed):
       assert want <= best + 1e-6
 
 
-def test_registered_decoder_gives_the_text_of_the_best_output():
+@BOTH
+def test_registered_decoder_gives_the_text_of_the_best_output(search):
   vocab = 5
   log_trans, log_probs, lengths = random_graphs(0, batch=5, size=9, vocab=vocab)
   view = TableGraphs(log_trans, log_probs, lengths, max_len=9)
   src = jnp.ones((5, 4), jnp.int32)
-  out = run(view, 'dag_beam', src, beam_size=8, top_cand=3)
+  out = run(view, 'dag_beam', src, beam_size=8, top_cand=3, search=search)
   final = dag_beam_search(log_trans, log_probs, lengths, 8, 3, 1.1, 1.0)
   for r in range(5):
     n = int(final.fin_lengths[r, 0])
@@ -98,7 +112,8 @@ def test_registered_decoder_gives_the_text_of_the_best_output():
   assert int(out.aux['path'][3]) == 0  # a one-vertex graph has no path that emits a token: empty text
 
 
-def test_exhaustive_beam_with_an_lm_finds_the_best_output_by_enumeration():
+@BOTH
+def test_exhaustive_beam_with_an_lm_finds_the_best_output_by_enumeration(search):
   """With an n-gram LM the score is (marginal + gamma log10 P_lm(y)) / |y|^alpha, P_lm over every token
   from <s> on (the plain-Python backoff rule here); an exhaustive beam with a pool as large as all
   extensions finds the K best outputs."""
@@ -116,8 +131,8 @@ def test_exhaustive_beam_with_an_lm_finds_the_best_output_by_enumeration():
 
   log_trans, log_probs, lengths = graphs(5, [6, 5, 4], size=6, vocab=vocab)
   log_probs = log_probs.at[:, :, 2].set(-30.0)  # BOS (the LM's <s>) is never a good output token
-  final = dag_beam_search(log_trans, log_probs, lengths, beam_size=vocab ** 4, top_cand=vocab, alpha=alpha,
-                          beta=1.0, lm=tables, gamma=gamma, lm_pool=vocab)
+  final = SEARCHES[search](log_trans, log_probs, lengths, beam_size=vocab ** 4, top_cand=vocab, alpha=alpha,
+                           beta=1.0, lm=tables, gamma=gamma, lm_pool=vocab)
   plain = dag_beam_search(log_trans, log_probs, lengths, beam_size=vocab ** 4, top_cand=vocab, alpha=alpha, beta=1.0)
   changed = 0
   for r in range(3):
@@ -129,3 +144,24 @@ def test_exhaustive_beam_with_an_lm_finds_the_best_output_by_enumeration():
     assert math.isclose(scored[got], top[0], rel_tol=1e-4, abs_tol=1e-4)
     changed += not np.array_equal(final.fin_seqs[r, 0], plain.fin_seqs[r, 0])
   assert changed, 'the LM should change some best output in this test'
+
+
+@pytest.mark.parametrize('with_lm', [False, True])
+def test_host_and_device_searches_agree_on_larger_graphs(with_lm):
+  """The two searches are two implementations of one search: on graphs too large to enumerate, with
+  beams far smaller than the prefixes, they keep the same K finished outputs with the same scores."""
+  from nat_jax.decode import ngram_lm
+  vocab, lm, gamma = 12, None, 0.0
+  if with_lm:
+    names = {i: f'w{i}' for i in range(vocab)} | {1: '</s>', 2: '<s>', 3: '<unk>'}
+    rng = np.random.default_rng(1)
+    model = ngram_lm.estimate([[f'w{i}' for i in rng.integers(4, vocab, rng.integers(1, 9))] for _ in range(60)], 3)
+    lm, gamma = ngram_lm.build_tables(model, {w: i for i, w in names.items()}, vocab), 0.8
+  log_trans, log_probs, lengths = graphs(7, [24, 17, 9, 3, 2, 1], size=24, vocab=vocab)
+  kwargs = dict(beam_size=4, top_cand=3, alpha=1.1, beta=1.0, lm=lm, gamma=gamma, lm_pool=2)
+  device, host = dag_beam_search(log_trans, log_probs, lengths, **kwargs), search_on_host(
+      log_trans, log_probs, lengths, **kwargs)
+  np.testing.assert_allclose(np.asarray(host.fin_scores), np.asarray(device.fin_scores), rtol=1e-4, atol=1e-4)
+  np.testing.assert_array_equal(np.asarray(host.fin_lengths), np.asarray(device.fin_lengths))
+  np.testing.assert_array_equal(np.asarray(host.fin_seqs), np.asarray(device.fin_seqs))
+  assert np.isfinite(np.asarray(device.fin_scores[:4])).all() and np.isinf(np.asarray(device.fin_scores[5])).all()

@@ -312,8 +312,8 @@ def test_warm_start_from_an_at_run_takes_its_whole_transformer(corpus):
 
 def test_lm_of_the_training_targets_drives_dag_beam(dat_run, tmp_path):
   """`python -m nat_jax.lm` writes an ARPA model of the run's training targets in its pieces;
-  dag_beam reads it (--decoder.lm): with gamma 0 its output is dag_beam's without an LM, and a
-  missing file is a ConfigError naming the command that makes one."""
+  dag_beam reads it (--decoder.lm): with gamma 0 its output is dag_beam's without an LM, the host and
+  device searches agree with it, and a missing file is a ConfigError naming the command that makes one."""
   from nat_jax.decode import ngram_lm
   out = str(tmp_path / 'lm3.arpa')
   result = subprocess.run([sys.executable, '-m', 'nat_jax.lm', f'--workdir={dat_run}', '--order=3', f'--out={out}'],
@@ -332,5 +332,10 @@ def test_lm_of_the_training_targets_drives_dag_beam(dat_run, tmp_path):
   plain, _ = decode.build_decoder(run.method, 'dag_beam', {})
   with_lm, _ = decode.build_decoder(run.method, 'dag_beam', {'lm': out, 'gamma': '0'}, tokenizer=run.tokenizer)
   assert translate_texts(run, texts, plain, 4)[0] == translate_texts(run, texts, with_lm, 4)[0]
+  on = {search: decode.build_decoder(run.method, 'dag_beam', {'lm': out, 'gamma': '0.5', 'search': search},
+                                     tokenizer=run.tokenizer)[0] for search in ('host', 'device')}
+  assert translate_texts(run, texts, on['host'], 4)[0] == translate_texts(run, texts, on['device'], 4)[0]
+  with pytest.raises(ConfigError, match='host or device'):
+    decode.build_decoder(run.method, 'dag_beam', {'search': 'gpu'})
   with pytest.raises(ConfigError, match='nat_jax.lm'):
     decode.build_decoder(run.method, 'dag_beam', {'lm': str(tmp_path / 'none.arpa')}, tokenizer=run.tokenizer)

@@ -67,8 +67,9 @@ def test_arpa_round_trip_and_errors(tmp_path):
     ngram_lm.read_arpa(str(tmp_path / 'bad.arpa'))
 
 
+@pytest.mark.parametrize('on', ['device', 'host'])
 @pytest.mark.parametrize('order,pruned', [(1, False), (3, False), (4, False), (3, True)])
-def test_device_lookup_equals_the_backoff_rule(order, pruned):
+def test_device_and_host_lookups_equal_the_backoff_rule(order, pruned, on):
   model = ngram_lm.estimate(corpus(seed=order), order)
   if pruned:  # as a pruned or foreign ARPA file can be: lower orders missing under stored higher ones
     for g in [g for g in model if len(g) == 2 and BOS_WORD not in g][::3]:
@@ -96,6 +97,10 @@ def test_device_lookup_equals_the_backoff_rule(order, pruned):
       expected.append(ngram_lm.logprob(model, names_c, names.get(w, UNK_WORD)))
   context = jnp.asarray(np.array([r[0] for r in rows], np.int32).reshape(len(rows), order - 1))
   word = jnp.asarray([r[1] for r in rows], jnp.int32)
-  got = ngram_lm.lm_logprob(tables, context, word)
+  if on == 'host':  # the same lookup in numpy, as dag_beam's host search runs it
+    got = ngram_lm.lm_logprob(ngram_lm.host_tables(tables), np.asarray(context), np.asarray(word), np)
+    assert isinstance(got, np.ndarray)
+  else:
+    got = ngram_lm.lm_logprob(tables, context, word)
   np.testing.assert_allclose(np.asarray(got), expected, atol=1e-5)
   assert all(math.isfinite(e) for e in expected)

@@ -15,8 +15,17 @@ scores of a token offered by several vertices are summed (logsumexp), the K best
 token) pairs stay alive, and the K best finished ones are kept. With top_cand = V and K at least
 the number of prefixes the search is exhaustive (tests/test_dag_beam.py checks it against
 enumerating every path and output). Differences from the reference, which walks the graph vertex by
-vertex and ranks prefixes of different lengths together: this search is token-synchronous (batched on
-the device, fixed shapes) and ranks only prefixes of one length against each other.
+vertex and ranks prefixes of different lengths together: this search is token-synchronous and ranks
+only prefixes of one length against each other.
+
+Two implementations of the one search (`--decoder.search`), held to the same enumeration tests and to
+each other: `dag_beam_search`, one batched while_loop on the device (fixed shapes: every row runs
+as many steps as the batch's largest graph, over all of its vertices), and `dag_beam_search_host`,
+which searches each row in numpy on the host (a jax.pure_callback), as the reference's C++ search
+does, over its own graph, its alive prefixes and the vertices they can still reach, and stops a row
+once no alive prefix can finish among the K best. On our CPU the host search is the faster without
+an LM and the device's with one, and `--decoder.search=auto` (the default) picks so
+(docs/benchmarks.md 12.3).
 
 With an n-gram LM (`lm`: an ARPA file over the target pieces, e.g. `python -m nat_jax.lm`'s; read
 by nat_jax.decode.ngram_lm) the score is the reference's (log P(y) + gamma log10 P_lm(y)) / |y|^alpha,
@@ -27,11 +36,12 @@ cannot be lifted by the LM).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import flax
 import jax
 import jax.numpy as jnp
-
-from typing import Optional
+import numpy as np
 
 from nat_jax.core.graph import clean_log, transition_mask
 from nat_jax.core.tokens import BOS_ID, clean_path_tokens
@@ -55,12 +65,13 @@ class DagBeamState:
   lm_score: jax.Array    # f32[B, K]: log10 P_lm of the alive prefixes (0 without an LM)
 
 
-def lm_context(seqs: jax.Array, step: jax.Array, order: int) -> jax.Array:
-  """The LM context of prefixes i32[B, K, L] of `step` tokens: their last order - 1 tokens
-  i32[B, K, order - 1], oldest first, <s> (BOS) before the first token, -1 before that."""
-  at = step - (order - 1) + jnp.arange(order - 1)  # [order - 1]
-  tokens = jnp.take(seqs, jnp.maximum(at, 0), axis=2)
-  return jnp.where(at >= 0, tokens, jnp.where(at == -1, BOS_ID, -1))
+def lm_context(seqs: jax.Array, step, order: int, xp=jnp) -> jax.Array:
+  """The LM context of prefixes i32[..., L] of `step` tokens: their last order - 1 tokens
+  i32[..., order - 1], oldest first, <s> (BOS) before the first token, -1 before that (xp: jax.numpy
+  or, on the host, numpy)."""
+  at = step - (order - 1) + xp.arange(order - 1)  # [order - 1]
+  tokens = xp.take(seqs, xp.maximum(at, 0), axis=-1)
+  return xp.where(at >= 0, tokens, xp.where(at == -1, BOS_ID, -1))
 
 
 def log_matmul(a: jax.Array, log_trans: jax.Array) -> jax.Array:
@@ -84,20 +95,30 @@ def merge_by_token(scores: jax.Array, tokens: jax.Array, vocab: int) -> jax.Arra
   return jnp.log(summed) + peak
 
 
+def candidates(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax.Array, top_cand: int,
+               beta: float) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+  """What both searches start from: trans f32[B, L, L] (log E, -inf off the graph), token_lp f32[B, L, V]
+  (beta log P(y | v)) and the top_cand offers of each vertex, top_lp f32[B, L, c] and top_tok i32[B, L, c]."""
+  edges = transition_mask(graph_lengths, log_trans.shape[1])  # [B, L, L]
+  trans = jnp.where(edges, clean_log(log_trans, edges), DEAD)  # [B, L, L]
+  token_lp = beta * log_probs.astype(jnp.float32)  # [B, L, V]
+  top_lp, top_tok = jax.lax.top_k(token_lp, min(top_cand, log_probs.shape[-1]))  # [B, L, c]
+  return trans, token_lp, top_lp, top_tok
+
+
 def dag_beam_search(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax.Array, beam_size: int,
                     top_cand: int, alpha: float, beta: float, lm: Optional[LmTables] = None, gamma: float = 0.0,
                     lm_pool: int = 4) -> DagBeamState:
   """The search over graphs log_trans f32[B, L, L], log_probs f32[B, L, V], graph_lengths i32[B]
-  (with `lm`: + gamma x its log10 probability, added to the lm_pool x K best extensions)."""
+  (with `lm`: + gamma x its log10 probability, added to the lm_pool x K best extensions), on the
+  device: one jax.lax.while_loop over the batch, every row padded to L vertices and K prefixes."""
   batch, size, vocab = log_probs.shape
-  k, c = beam_size, min(top_cand, vocab)
-  edges = transition_mask(graph_lengths, size)  # [B, L, L]
-  trans = jnp.where(edges, clean_log(log_trans, edges), DEAD)  # [B, L, L]
+  k = beam_size
+  trans, token_lp, top_lp, top_tok = candidates(log_trans, log_probs, graph_lengths, top_cand, beta)
+  c = top_tok.shape[-1]
   vertex = jnp.arange(size)[None, :]  # [1, L]
   last = graph_lengths - 1  # [B]
   inner = (vertex > 0) & (vertex < last[:, None])  # [B, L]: where a prefix can stop and go on
-  token_lp = beta * log_probs.astype(jnp.float32)  # [B, L, V]
-  top_lp, top_tok = jax.lax.top_k(token_lp, c)  # [B, L, c]
   offer = jnp.where(inner[:, :, None], top_lp, DEAD).reshape(batch, size * c)  # [B, L*c]
   last_lp = jnp.take_along_axis(top_lp, jnp.maximum(last, 0)[:, None, None], axis=1)[:, 0]  # [B, c]
   last_tok = jnp.take_along_axis(top_tok, jnp.maximum(last, 0)[:, None, None], axis=1)[:, 0]  # [B, c]
@@ -156,10 +177,142 @@ def dag_beam_search(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: j
   return jax.lax.while_loop(going, step, init)
 
 
+@flax.struct.dataclass
+class Finished:
+  """The K best finished prefixes of each row, best first (the device search's fin_* fields)."""
+  fin_seqs: jax.Array     # i32[B, K, L]
+  fin_scores: jax.Array   # f32[B, K]: log P(y) / |y|^alpha (+ the LM term), -inf when empty
+  fin_lengths: jax.Array  # i32[B, K]
+
+
+def best_first(scores: np.ndarray, n: int) -> np.ndarray:
+  """Indices of the n largest finite scores, best first, ties to the lower index (as jax.lax.top_k)."""
+  pick = np.argpartition(-scores, n - 1)[:n] if scores.size > n else np.arange(scores.size)
+  pick = pick[np.lexsort((pick, -scores[pick]))]
+  return pick[np.isfinite(scores[pick])]
+
+
+def host_search(trans: np.ndarray, top_lp: np.ndarray, top_tok: np.ndarray, cand_lp: np.ndarray, length: int,
+                beam_size: int, alpha: float, lm: Optional[LmTables] = None, gamma: float = 0.0,
+                lm_pool: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """One row of `candidates` searched on the host in numpy: the device search's steps, on the graph's
+  own G = length vertices and its alive prefixes only. Both sums over vertices are exp-space matmuls:
+  a step's arriving mass is exp(a) @ exp(trans), its offers merged by token are that @ W (W[v, u]: the
+  offered probability of token u at inner vertex v), and after t tokens only vertices >= t are
+  computed. A row stops when no alive prefix can still finish among the K best: a prefix's mass (and
+  LM score) bounds every output extending it, and an output of at most G - 1 tokens is divided by at
+  most (G - 1)^alpha, so (mass + gamma LM) / (G - 1)^alpha bounds its score; the K best finished
+  outputs are the ones the full search would keep.
+  trans f32[L, L], top_lp / top_tok [L, c], cand_lp f32[L, L*c] (beta log P of each offered token,
+  top_tok flattened, at every vertex); `lm`: numpy tables (ngram_lm.host_tables).
+  Returns fin_seqs i32[K, L], fin_scores f32[K], fin_lengths i32[K]."""
+  size, c = top_tok.shape
+  k, g = beam_size, int(length)
+  fin_seqs, fin_scores, fin_lengths = np.zeros((0, size), np.int32), np.zeros(0, np.float32), np.zeros(0, np.int32)
+  if g >= 2:  # else no path emits a token
+    e_trans = np.exp(trans[:g, :g])  # [G, G], 0 off the graph
+    tokens, first, which = np.unique(top_tok[1:g - 1], return_index=True, return_inverse=True)  # [U]: offered inside
+    offers = np.zeros((g, len(tokens)), np.float32)  # [G, U]: W
+    np.add.at(offers, (np.repeat(np.arange(1, g - 1), c), which.ravel()), np.exp(top_lp[1:g - 1].ravel()))
+    emit = cand_lp[:g, c + first]  # [G, U]: column c + first offers the token (at vertex 1 + first // c)
+    emit[[0, g - 1]] = -np.inf  # alive prefixes end at inner vertices
+    last_lp, last_tok = top_lp[g - 1], top_tok[g - 1]  # [c]
+    bound = (g - 1) ** alpha
+    forward = np.full((1, g), -np.inf, np.float32)  # [K', G - lo]: vertices lo .. G - 1
+    forward[0, 0] = 0.0
+    seqs, lm_score = np.zeros((1, size), np.int32), np.zeros(1, np.float32)
+    lo = 0
+    with np.errstate(divide='ignore'):
+      while len(seqs) and lo < size - 1:
+        t = lo + 1  # tokens of the extended prefixes
+        peak = forward.max(axis=1, keepdims=True)  # [K', 1]
+        reach = np.exp(forward - peak) @ e_trans[lo:, lo:]  # [K', G - lo]: exp(arrive - peak)
+        arrive = np.log(reach) + peak
+        merged = (np.log(reach @ offers[lo:]) + peak).ravel()  # [K' * U]
+        fin = arrive[:, -1:] + last_lp  # [K', c]
+        if lm is not None:
+          context = lm_context(seqs, lo, lm.order, np)  # [K', n - 1]
+          fin_lm = lm_logprob(lm, np.broadcast_to(context[:, None], fin.shape + context.shape[-1:]),
+                              np.broadcast_to(last_tok, fin.shape), np)
+          fin = fin + gamma * (lm_score[:, None] + fin_lm)
+        scores = np.concatenate([fin_scores, (fin / t ** alpha).ravel()])
+        keep = best_first(scores, k)
+        old = keep < len(fin_scores)
+        parent, j = np.divmod(keep[~old] - len(fin_scores), c)
+        kept_seqs, kept_lengths = np.empty((len(keep), size), np.int32), np.full(len(keep), t, np.int32)
+        kept_seqs[old], kept_lengths[old] = fin_seqs[keep[old]], fin_lengths[keep[old]]
+        kept_seqs[~old] = seqs[parent]
+        kept_seqs[~old, lo] = last_tok[j]
+        fin_seqs, fin_lengths, fin_scores = kept_seqs, kept_lengths, scores[keep]
+        if lm is None:
+          pick = best_first(merged, k)
+          lm_score = np.zeros(len(pick), np.float32)
+        else:  # the pool of the best extensions by the graph, re-ranked with the LM term
+          pick = best_first(merged, lm_pool * k)
+          pool_lm = lm_score[pick // len(tokens)] + lm_logprob(lm, context[pick // len(tokens)],
+                                                                tokens[pick % len(tokens)], np)
+          chosen = best_first(merged[pick] + gamma * pool_lm, k)
+          pick, lm_score = pick[chosen], pool_lm[chosen]
+        parent, col = np.divmod(pick, len(tokens))
+        forward = (arrive[parent] + emit[lo:, col].T)[:, 1:]  # [K', G - t]: no prefix of t tokens sits before t
+        seqs = seqs[parent]
+        seqs[:, lo] = tokens[col]
+        mass = forward.max(axis=1)
+        alive = np.isfinite(mass)
+        forward, seqs, lm_score = forward[alive], seqs[alive], lm_score[alive]
+        lo = t
+        if len(fin_scores) == k and len(seqs):
+          peak = mass[alive][:, None]
+          best = np.max(np.log(np.sum(np.exp(forward - peak), axis=1)) + peak[:, 0] + gamma * lm_score)
+          if best / bound < fin_scores[-1]:
+            break
+  pad = k - len(fin_scores)
+  fin_scores = np.pad(fin_scores, (0, pad), constant_values=-np.inf).astype(np.float32)
+  return np.pad(fin_seqs, ((0, pad), (0, 0))), fin_scores, np.pad(fin_lengths, (0, pad))
+
+
+def dag_beam_search_host(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax.Array, beam_size: int,
+                         top_cand: int, alpha: float, beta: float, lm: Optional[LmTables] = None,
+                         gamma: float = 0.0, lm_pool: int = 4) -> Finished:
+  """`dag_beam_search` with the search on the host (`host_search`, row after row, in one
+  jax.pure_callback per batch; jittable): the device computes `candidates` and the emission of every
+  offered token at every vertex, cand_lp f32[B, L, L*c], so the host never sees the [B, L, V]
+  distribution. `lm`: numpy tables (ngram_lm.host_tables). Rows run on the calling thread: spread over
+  a thread pool they were slower on our 2-core CPU (a row's search is many small numpy calls, which
+  hold the GIL; docs/benchmarks.md 12.3)."""
+  trans, token_lp, top_lp, top_tok = candidates(log_trans, log_probs, graph_lengths, top_cand, beta)
+  batch, size, c = top_tok.shape
+  flat = jnp.broadcast_to(top_tok.reshape(batch, 1, size * c), (batch, size, size * c))
+  cand_lp = jnp.take_along_axis(token_lp, flat, axis=2)  # [B, L, L*c]
+
+  def on_host(trans, top_lp, top_tok, cand_lp, lengths):
+    trans, top_lp, top_tok, cand_lp, lengths = (np.asarray(x) for x in (trans, top_lp, top_tok, cand_lp, lengths))
+    rows = [host_search(trans[r], top_lp[r], top_tok[r], cand_lp[r], lengths[r], beam_size, alpha, lm, gamma,
+                        lm_pool) for r in range(batch)]
+    return tuple(np.stack(x) for x in zip(*rows))
+
+  shapes = (jax.ShapeDtypeStruct((batch, beam_size, size), jnp.int32),
+            jax.ShapeDtypeStruct((batch, beam_size), jnp.float32), jax.ShapeDtypeStruct((batch, beam_size), jnp.int32))
+  seqs, scores, lengths = jax.pure_callback(on_host, shapes, trans, top_lp, top_tok, cand_lp, graph_lengths)
+  return Finished(seqs, scores, lengths)
+
+
+SEARCHES = {'host': dag_beam_search_host, 'device': dag_beam_search}  # --decoder.search
+
+
+def chosen_search(options: dict) -> str:
+  """--decoder.search, 'auto' resolved as measured best on our CPU (docs/benchmarks.md 12.3): the host
+  without an LM; the device with one, whose lookups are many small numpy calls on the host."""
+  if options['search'] != 'auto':
+    return options['search']
+  return 'device' if options['lm'] else 'host'
+
+
 def prepare_lm(method, options: dict, tokenizer, load_run):
   """The registry's prepare: read `lm` (an ARPA file over the run's sentencepiece pieces) into LmTables
-  once, handed to `dag_beam` as `lm_tables`; without one, nothing."""
-  options = dict(options)
+  once; `dag_beam` gets them as `lm_tables`, as device arrays (jit arguments) for the device search,
+  as numpy arrays (held by the host search's callback) for the host one. Without an LM, nothing."""
+  options = dict(options, search=chosen_search(options))
   path = options.pop('lm')
   if not path:
     return (lambda extra, src: {}), None, options
@@ -173,28 +326,35 @@ def prepare_lm(method, options: dict, tokenizer, load_run):
   except ValueError as e:
     raise ConfigError(f'--decoder.lm={path!r}: {e}') from None
   tables = ngram_lm.build_tables(model, tokenizer.word_ids(), tokenizer.vocab_size)
+  if options['search'] == 'host':
+    return (lambda extra, src: {}), None, {**options, 'lm_tables': ngram_lm.host_tables(tables)}
   return (lambda extra, src: {'lm_tables': extra}), tables, options
 
 
-def check_lm_options(method, options: dict):
+def check_options(method, options: dict):
   if options['gamma'] < 0 or options['lm_pool'] < 1:
     raise ConfigError(f'dag_beam needs gamma >= 0 and lm_pool >= 1, got gamma={options["gamma"]}, '
                       f'lm_pool={options["lm_pool"]}.')
+  if options['search'] not in ('auto', *SEARCHES):
+    raise ConfigError(f'--decoder.search={options["search"]!r}: dag_beam searches on auto, {" or ".join(SEARCHES)}.')
 
 
-@register_decoder('dag_beam', GraphPredictor, check=check_lm_options, prepare=prepare_lm, beam_size=16, top_cand=5,
-                  alpha=1.1, beta=1.0, remove_repeats=True, lm='', gamma=0.1, lm_pool=4)
+@register_decoder('dag_beam', GraphPredictor, check=check_options, prepare=prepare_lm, beam_size=16, top_cand=5,
+                  alpha=1.1, beta=1.0, remove_repeats=True, lm='', gamma=0.1, lm_pool=4, search='auto')
 def dag_beam(graphs: GraphPredictor, src, beam_size: int = 16, top_cand: int = 5, alpha: float = 1.1,
              beta: float = 1.0, remove_repeats: bool = True, gamma: float = 0.1, lm_pool: int = 4,
-             lm_tables: Optional[LmTables] = None) -> DecodeOutput:
-  """The text of the best finished prefix of `dag_beam_search` (defaults: the reference's top_cand_n,
-  alpha, beta and gamma (used only with an LM, `lm`); its beam of 200 over prefix-vertex pairs is a
-  beam of prefixes here). Returns its normalized score; aux 'length' (text tokens) and 'path'
-  (tokens incl. the last vertex's)."""
+             search: str = 'auto', lm_tables: Optional[LmTables] = None) -> DecodeOutput:
+  """The text of the best finished prefix of the search (defaults: the reference's top_cand_n, alpha,
+  beta and gamma (used only with an LM, `lm`); its beam of 200 over prefix-vertex pairs is a beam of
+  prefixes here). `search`: 'host' (`dag_beam_search_host`, each row in numpy on the host), 'device'
+  (`dag_beam_search`, one batched loop on the device) or 'auto' (`chosen_search`: the host without an
+  LM, the device with one); both give the same outputs. Returns its normalized score; aux 'length'
+  (text tokens) and 'path' (tokens incl. the last vertex's)."""
   graph = graphs.predict_graph(src)
   log_probs = graphs.vertex_log_probs(graph.hidden)
-  final = dag_beam_search(graph.log_trans, log_probs, graph.graph_lengths, beam_size, top_cand, alpha, beta,
-                          lm_tables, gamma, lm_pool)
+  search = chosen_search({'search': search, 'lm': lm_tables is not None})
+  final = SEARCHES[search](graph.log_trans, log_probs, graph.graph_lengths, beam_size, top_cand, alpha, beta,
+                           lm_tables, gamma, lm_pool)
   found = jnp.isfinite(final.fin_scores[:, 0])  # [B]: a row with no finished prefix (no path) gives an empty text
   steps = jnp.where(found, final.fin_lengths[:, 0], 0)
   out, count = clean_path_tokens(final.fin_seqs[:, 0], steps, remove_repeats, graphs.max_decode_len(src.shape[1]))

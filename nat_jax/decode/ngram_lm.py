@@ -10,10 +10,11 @@ backoff weight, so
 interpolated Kneser-Ney smoothing (one absolute discount per order, D = n1 / (n1 + 2 n2), adjusted
 counts: continuation counts below the top order except for n-grams starting with <s>); `write_arpa` /
 `read_arpa` exchange models with KenLM and SRILM in the ARPA text format, whose words are the
-sentencepiece pieces. On the device (`LmTables`, `lm_logprob`) the n-grams live in a trie keyed
+sentencepiece pieces. For decoding (`LmTables`, `lm_logprob`) the n-grams live in a trie keyed
 by their words in reverse order (w_k, w_(k-1), ...), children sorted by word id in one flat array,
 so a lookup is order - 1 binary searches per walk, two walks (the probability and the backoffs),
-batched over any shape. `python -m nat_jax.lm` estimates one from a run's training targets.
+batched over any shape, on the device (jax.numpy) or on the host (numpy, `host_tables`).
+`python -m nat_jax.lm` estimates one from a run's training targets.
 tests/test_ngram_lm.py checks the estimate (every context's distribution sums to 1) and the device
 lookup against `logprob`, the plain-Python backoff rule.
 """
@@ -223,43 +224,50 @@ def build_tables(model: Ngrams, word_ids: Mapping[str, int], vocab_size: int) ->
                   search_steps=max(1, math.ceil(math.log2(fan_out + 1))), unk=word_ids[UNK_WORD])
 
 
-def child(tables: LmTables, node: jax.Array, word: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """(child node, found) of nodes i32[...] along word i32[...]: a binary search over the node's children."""
+def child(tables: LmTables, node: jax.Array, word: jax.Array, xp=jnp) -> tuple[jax.Array, jax.Array]:
+  """(child node, found) of nodes i32[...] along word i32[...]: a binary search over the node's children
+  (xp: the array namespace of the tables and arguments, jax.numpy on the device, numpy on the host)."""
   lo, hi = tables.first[node], tables.end[node]
   last = tables.word.shape[0] - 1
   for _ in range(tables.search_steps):
     mid = (lo + hi) // 2
-    right = tables.word[jnp.minimum(mid, last)] < word
+    right = tables.word[xp.minimum(mid, last)] < word
     open_ = lo < hi
-    lo = jnp.where(open_ & right, mid + 1, lo)
-    hi = jnp.where(open_ & ~right, mid, hi)
-  found = (lo < tables.end[node]) & (tables.word[jnp.minimum(lo, last)] == word)
-  return jnp.where(found, lo, 0), found
+    lo = xp.where(open_ & right, mid + 1, lo)
+    hi = xp.where(open_ & ~right, mid, hi)
+  found = (lo < tables.end[node]) & (tables.word[xp.minimum(lo, last)] == word)
+  return xp.where(found, lo, 0), found
 
 
-def lm_logprob(tables: LmTables, context: jax.Array, word: jax.Array) -> jax.Array:
+def lm_logprob(tables: LmTables, context: jax.Array, word: jax.Array, xp=jnp) -> jax.Array:
   """log10 P(word | context) f32[...] of words i32[...] after contexts i32[..., order - 1] (oldest
-  first; -1 = before the sentence start, which the walk never passes), by the backoff rule."""
+  first; -1 = before the sentence start, which the walk never passes), by the backoff rule. With
+  xp=numpy it runs on the host, on `host_tables(tables)`."""
   def known(tokens):
     in_vocab = (tokens >= 0) & (tokens < tables.known.shape[0])
-    return jnp.where(in_vocab & tables.known[jnp.clip(tokens, 0, tables.known.shape[0] - 1)], tokens,
-                     jnp.where(tokens >= 0, tables.unk, -1))
+    return xp.where(in_vocab & tables.known[xp.clip(tokens, 0, tables.known.shape[0] - 1)], tokens,
+                    xp.where(tokens >= 0, tables.unk, -1))
   word, context = known(word), known(context)
-  node, _ = child(tables, jnp.zeros_like(word), word)  # the unigram (<unk>'s when unknown)
-  prob, matched, alive = tables.logp[node], jnp.ones_like(word), jnp.ones(word.shape, bool)
+  node, _ = child(tables, xp.zeros_like(word), word, xp)  # the unigram (<unk>'s when unknown)
+  prob, matched, alive = tables.logp[node], xp.ones_like(word), xp.ones(word.shape, bool)
   for j in range(1, tables.order):  # extend (.., word) backwards through the context
     token = context[..., -j]
-    nxt, found = child(tables, node, token)
+    nxt, found = child(tables, node, token, xp)
     alive = alive & found & (token >= 0)
-    stored = alive & ~jnp.isnan(tables.logp[nxt])
-    prob = jnp.where(stored, tables.logp[nxt], prob)
-    matched = jnp.where(stored, j + 1, matched)
-    node = jnp.where(alive, nxt, node)
-  node, alive, total = jnp.zeros_like(word), jnp.ones(word.shape, bool), jnp.zeros(word.shape, jnp.float32)
+    stored = alive & ~xp.isnan(tables.logp[nxt])
+    prob = xp.where(stored, tables.logp[nxt], prob)
+    matched = xp.where(stored, j + 1, matched)
+    node = xp.where(alive, nxt, node)
+  node, alive, total = xp.zeros_like(word), xp.ones(word.shape, bool), xp.zeros(word.shape, xp.float32)
   for j in range(1, tables.order):  # the backoffs of the contexts longer than the match
     token = context[..., -j]
-    nxt, found = child(tables, node, token)
+    nxt, found = child(tables, node, token, xp)
     alive = alive & found & (token >= 0)
-    total = total + jnp.where(alive & (j >= matched), tables.backoff[nxt], 0.0)
-    node = jnp.where(alive, nxt, node)
+    total = total + xp.where(alive & (j >= matched), tables.backoff[nxt], 0.0)
+    node = xp.where(alive, nxt, node)
   return prob + total
+
+
+def host_tables(tables: LmTables) -> LmTables:
+  """The same tables as numpy arrays, for `lm_logprob(..., xp=numpy)` on the host."""
+  return jax.tree_util.tree_map(np.asarray, tables)
