@@ -186,7 +186,8 @@ class Finished:
 
 
 def best_first(scores: np.ndarray, n: int) -> np.ndarray:
-  """Indices of the n largest finite scores, best first, ties to the lower index (as jax.lax.top_k)."""
+  """Indices of the n largest finite scores, best first; equal scores among them in index order (as
+  jax.lax.top_k; which of several equal scores at the n-th place is kept is argpartition's choice)."""
   pick = np.argpartition(-scores, n - 1)[:n] if scores.size > n else np.arange(scores.size)
   pick = pick[np.lexsort((pick, -scores[pick]))]
   return pick[np.isfinite(scores[pick])]

@@ -16,7 +16,7 @@ so a lookup is order - 1 binary searches per walk, two walks (the probability an
 batched over any shape, on the device (jax.numpy) or on the host (numpy, `host_tables`).
 `python -m nat_jax.lm` estimates one from a run's training targets.
 tests/test_ngram_lm.py checks the estimate (every context's distribution sums to 1) and the device
-lookup against `logprob`, the plain-Python backoff rule.
+and host lookups against `logprob`, the plain-Python backoff rule.
 """
 from __future__ import annotations
 
