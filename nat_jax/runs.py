@@ -29,6 +29,7 @@ class Run:
   method: Any
   params: Any
   meta: list  # checkpoint metadata of the loaded step(s), newest first
+  mesh: Any = None  # the devices its parameters live on (inference batches are split over its `data` axis)
 
 
 def cast_params(params, dtype: str):
@@ -58,10 +59,11 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
     config = ml_collections.ConfigDict(upgrade_config(json.load(f)))
   tokenizer = load_or_train_tokenizer(spm_path, (), config.vocab_size)
   method = get_method(config, tokenizer.vocab_size)
-  abstract, _ = state_shardings(method, make_optimizer(config), dummy_batch(), make_mesh(1))
+  mesh = make_mesh(1)
+  abstract, _ = state_shardings(method, make_optimizer(config), dummy_batch(), mesh)
   params, meta = checkpoint.load_params(workdir, abstract, which=which, average=average)
   if dtype != config.model.dtype:  # the inference precision is the caller's, whatever the run trained in
     config.model.dtype = dtype
     method = get_method(config, tokenizer.vocab_size)
     params = cast_params(params, dtype)
-  return Run(config, tokenizer, method, params, meta)
+  return Run(config, tokenizer, method, params, meta, mesh)

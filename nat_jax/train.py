@@ -354,7 +354,7 @@ class TrainLoop:
       for i in range(self.val_batches.batches_per_epoch):
         s = jax.device_get(self.eval_fn(params, sharding.global_batch(self.val_batches(i), self.mesh)))
         sums = s if sums is None else {k: sums[k] + s[k] for k in s}
-      run = Run(self.config, self.tokenizer, self.method, params, [])
+      run = Run(self.config, self.tokenizer, self.method, params, [], self.mesh)
       bleu, _ = evaluate_bleu(run, self.decode_fn, self.val_examples, self.config.decode_batch_size)
     values = {k: float(v) for k, v in normalize(sums, self.method.normalizer).items()}
     values.update(bleu=bleu['first_ref']['bleu'], cpu_hours=self.cpu.seconds() / 3600)

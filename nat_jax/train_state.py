@@ -8,6 +8,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
+from jax.sharding import NamedSharding
 
 from nat_jax import sharding
 
@@ -52,11 +53,14 @@ def _init_fn(method, tx, batch):
 
 
 def state_shardings(method, tx, batch, mesh):
-  """(abstract unboxed TrainState with shardings attached, shardings tree)."""
+  """(abstract unboxed TrainState with shardings attached, shardings tree) over `mesh`: what training
+  restores into and what nat_jax.aot compiles against (no array is allocated)."""
   init = _init_fn(method, tx, batch)
   abstract = jax.eval_shape(init, jax.random.PRNGKey(0))
-  shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(abstract), mesh, sharding.LOGICAL_AXIS_RULES)
+  logical = nn.logical_to_mesh_sharding(nn.get_partition_spec(abstract), mesh, sharding.LOGICAL_AXIS_RULES)
   unboxed = nn.meta.unbox(abstract)
+  shardings = jax.tree_util.tree_map(  # a mesh axis that does not divide a dimension leaves it whole
+      lambda a, s: NamedSharding(mesh, sharding.fit_spec(s.spec, a.shape, mesh)), unboxed, logical)
   abstract_sharded = jax.tree_util.tree_map(
       lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), unboxed, shardings)
   return abstract_sharded, shardings

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from nat_jax.core.tokens import WIDTH_STEP
+from nat_jax.sharding import place_rows
 from nat_jax.data import Tokenizer, inference_batches
 from nat_jax.errors import log
 
@@ -46,15 +47,18 @@ def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int,
   """Translate `texts` in order. Returns (translations, aux stats per sentence).
 
   run: a nat_jax.runs.Run (or any object with config, tokenizer, params). Empty / whitespace-only
-  lines translate to ''. `first_line` numbers the lines in warnings.
+  lines translate to ''. `first_line` numbers the lines in warnings. With a run on several devices
+  (`run.mesh`), each batch's rows are split over the mesh's `data` axis, so every device decodes
+  its share, not the whole batch (outputs unchanged; tests/test_aot.py checks every decoder).
   """
   cfg, tok = run.config, run.tokenizer
+  mesh = getattr(run, 'mesh', None)
   outputs = [''] * len(texts)
   aux_all: dict[str, np.ndarray] = {}
   keep = [i for i, t in enumerate(texts) if t.strip()]
   seqs = encode_sources([texts[i] for i in keep], tok, cfg.max_len, [first_line + i for i in keep])
   for idx, src in inference_batches(seqs, rows, source_lengths(cfg.max_len)):
-    out = decode_fn(run.params, src)
+    out = decode_fn(run.params, src if mesh is None or mesh.size == 1 else place_rows(src, mesh))
     tokens = np.asarray(jax.device_get(out.tokens))
     aux = {k: np.asarray(v) for k, v in jax.device_get(out.aux).items()}
     for row, j in enumerate(idx):

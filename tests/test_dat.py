@@ -17,6 +17,7 @@ import pytest
 from nat_jax import dagviz, decode, train
 from nat_jax.data.tokenizer import BOS_ID, EOS_ID
 from nat_jax.errors import ConfigError
+from nat_jax.core.graph import vertex_chunk_count
 from nat_jax.decode.dag import DAG_PATHS, joint_viterbi
 from nat_jax.methods import dag, get_method
 from nat_jax.methods.dag import glance_inputs, glance_ratio
@@ -36,12 +37,12 @@ def init(method, src, tgt, seed=0):
   return nn.meta.unbox(method.init_params(jax.random.PRNGKey(seed), {'source': src, 'target': tgt}))
 
 
-@pytest.mark.parametrize('band', [0, 2])
-def test_transition_head_matches_the_gated_formula(band):
+@pytest.mark.parametrize('band, chunk', [(0, 0), (2, 0), (0, 40), (2, 100)])  # 40: 6 slices of 1 vertex, 100: 2 of 3
+def test_transition_head_matches_the_gated_formula(band, chunk):
   b, size, d, heads = 2, 6, 8, 2
   hidden = jax.random.normal(jax.random.PRNGKey(0), (b, size, d))
   lengths = jnp.array([6, 4])
-  head = TransitionHead(heads, d, size + 3, band)
+  head = TransitionHead(heads, d, size + 3, band, chunk)
   params = nn.meta.unbox(head.init(jax.random.PRNGKey(1), hidden, lengths))['params']
   got = np.asarray(head.apply({'params': params}, hidden, lengths))
   # Second implementation, loops in numpy: features [h; link position], per head softmax over
@@ -66,6 +67,122 @@ def test_transition_head_matches_the_gated_formula(band):
       e = np.exp(s - s.max())
       prob += gate[r, i, h] * e / e.sum()
     np.testing.assert_allclose(np.exp(got[r, i, allowed]), prob, rtol=1e-5, atol=1e-6)
+
+
+def _whole_graph_links(params, hidden, lengths, heads, band):
+  """The transition head as one expression over [B, H, L, L] (no slices): the reference for its gradients."""
+  size, d = hidden.shape[1:]
+  x = jnp.concatenate([hidden, jnp.broadcast_to(params['link_positions'][None, :size], hidden.shape)], axis=-1)
+  q = jnp.einsum('bld,dhk->blhk', x, params['query']['kernel']) + params['query']['bias']  # [B, L, H, Dh]
+  k = jnp.einsum('bld,dhk->blhk', x, params['key']['kernel']) + params['key']['bias']
+  v = jnp.arange(size)
+  mask = (v[:, None] < v[None, :])[None] & (v[None, None, :] < lengths[:, None, None])  # [B, L, L]
+  if band:
+    mask &= (v[None, :] - v[:, None] <= band)[None]
+  scores = jnp.where(mask[:, None], jnp.einsum('bihd,bjhd->bhij', q, k) / np.sqrt(d // heads), NEG_INF)
+  log_gate = jax.nn.log_softmax(x @ params['gate']['kernel'] + params['gate']['bias'], axis=-1)  # [B, L, H]
+  mixed = jax.nn.log_softmax(scores, axis=-1) + jnp.transpose(log_gate, (0, 2, 1))[..., None]  # [B, H, L, L]
+  return jnp.where(mask, jax.nn.logsumexp(mixed, axis=1), NEG_INF), mask
+
+
+@pytest.mark.parametrize('band, chunk', [(0, 0), (0, 40), (3, 100)])
+def test_transition_head_slices_keep_values_and_gradients(band, chunk):
+  """In slices of source vertices (chunk > 0) the head gives the values and gradients (parameters and
+  input states) of the whole-graph formula."""
+  b, size, d, heads = 2, 6, 8, 2
+  hidden = jax.random.normal(jax.random.PRNGKey(0), (b, size, d))
+  lengths = jnp.array([6, 4])
+  head = TransitionHead(heads, d, size + 3, band, chunk)
+  params = nn.meta.unbox(head.init(jax.random.PRNGKey(1), hidden, lengths))['params']
+  weights = jax.random.normal(jax.random.PRNGKey(2), (b, size, size))  # [B, L, L]: a random cotangent
+
+  mask = _whole_graph_links(params, hidden, lengths, heads, band)[1]  # [B, L, L]
+  objective = lambda links: lambda p, h: jnp.sum(jnp.where(mask, links(p, h), 0.0) * weights)  # noqa: E731
+  want_fn = objective(lambda p, h: _whole_graph_links(p, h, lengths, heads, band)[0])
+  got_fn = objective(lambda p, h: head.apply({'params': p}, h, lengths))
+  want, want_grads = jax.value_and_grad(want_fn, argnums=(0, 1))(params, hidden)
+  got, got_grads = jax.jit(jax.value_and_grad(got_fn, argnums=(0, 1)))(params, hidden)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+  for g, w in zip(jax.tree_util.tree_leaves(got_grads), jax.tree_util.tree_leaves(want_grads)):
+    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_vertex_chunk_count_takes_the_fewest_equal_slices_within_the_budget():
+  assert vertex_chunk_count(12, 60, 0) == 1  # no budget: the whole graph
+  assert vertex_chunk_count(12, 60, 720) == 1
+  assert vertex_chunk_count(12, 60, 200) == 4  # 3 vertices = 180 elements per slice
+  assert vertex_chunk_count(12, 60, 30) == 12  # not even one vertex fits: one vertex per slice
+  assert vertex_chunk_count(7, 10, 40) == 7  # L prime: 1 or 7 slices
+
+
+@pytest.mark.parametrize('chunk', [0, 30, 200])  # 0: the whole graph; 30: slices of 1 vertex; 200: of 3 vertices
+def test_emissions_in_slices_equal_the_gathered_vocabulary_log_probs(monkeypatch, chunk):
+  """method.emissions (log P(y_m | v) and the argmax token per vertex, a slice of vertices at a time)
+  equals gathering the full [B, L, V] log-probabilities, in value and in the gradients of a weighted
+  sum with respect to the parameters and the vertex states."""
+  monkeypatch.setattr(dag, 'CHUNK_ELEMENTS', chunk)
+  vocab, b, size = 30, 2, 12
+  method = get_method(dat_config(**{'dat.upsample_scale': 2.0}), vocab)
+  src = jnp.array([[5, 6, 7, 8, 9, 1], [5, 6, 1, 0, 0, 0]])
+  params = init(method, src, src)
+  hidden = jax.random.normal(jax.random.PRNGKey(3), (b, size, 32))  # [B, L, D]
+  targets = jnp.array([[2, 7, 7, 11, 1, 0, 0], [2, 29, 1, 0, 0, 0, 0]])  # [B, M]
+  weights = jax.random.normal(jax.random.PRNGKey(4), (b, size, targets.shape[1]))  # [B, L, M]
+
+  def reference(p, h):
+    log_probs = method.vertex_log_probs(p, h)  # [B, L, V]
+    index = jnp.broadcast_to(targets[:, None, :], (b, size, targets.shape[1]))
+    return jnp.take_along_axis(log_probs, index, axis=2), jnp.argmax(log_probs, axis=-1)
+
+  want_emit, want_top = reference(params, hidden)
+  got_emit, got_top = jax.jit(method.emissions)(params, hidden, targets)
+  np.testing.assert_allclose(got_emit, want_emit, rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(got_top, want_top)
+  objective = lambda fn: lambda p, h: jnp.sum(fn(p, h)[0] * weights)  # noqa: E731
+  want = jax.grad(objective(reference), argnums=(0, 1))(params, hidden)
+  got = jax.jit(jax.grad(objective(lambda p, h: method.emissions(p, h, targets)), argnums=(0, 1)))(params, hidden)
+  for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('loss', ['nll', 'fuzzy'])
+def test_sliced_training_loss_equals_the_whole_graph_loss(monkeypatch, loss):
+  """A glancing training step (with dropout) of NLL and FA-DAT with the vocabulary and transition
+  tensors formed in slices of vertices and the decoder rematerialised gives the sums and gradients
+  of the whole-graph computation."""
+  rng = np.random.default_rng(0)
+  src, tgt = np.zeros((3, 8), np.int32), np.zeros((3, 8), np.int32)
+  for r in range(3):
+    n = rng.integers(3, 8)
+    src[r, :n - 1], src[r, n - 1] = rng.integers(5, 40, n - 1), 1
+    n = rng.integers(2, 7)
+    tgt[r, :n - 1], tgt[r, n - 1] = rng.integers(5, 40, n - 1), 1
+  batch = {'source': jnp.asarray(src), 'target': jnp.asarray(tgt)}
+
+  config = dat_config(**{'dat.loss': loss, 'dat.glance_start': 0.9, 'dat.glance_end': 0.9, 'model.dropout': 0.1})
+
+  def method_with_budget(chunk):
+    monkeypatch.setattr(dag, 'CHUNK_ELEMENTS', chunk)
+    return get_method(config, 40)
+
+  whole, sliced = method_with_budget(0), method_with_budget(300)  # B = 3, L = 16, V = 40: 8 slices, remat
+  params = init(whole, batch['source'], batch['target'])
+  sliced_params = init(sliced, batch['source'], batch['target'])  # the same parameters (names and values)
+  assert jax.tree_util.tree_structure(sliced_params) == jax.tree_util.tree_structure(params)
+  for g, w in zip(jax.tree_util.tree_leaves(sliced_params), jax.tree_util.tree_leaves(params)):
+    np.testing.assert_array_equal(g, w)
+
+  def sums_and_grads(method):
+    objective = lambda p: (lambda s: (s['loss'], s))(method.loss(p, batch, jax.random.PRNGKey(1)))  # noqa: E731
+    return jax.jit(jax.grad(objective, has_aux=True))(params)[::-1]
+
+  want_sums, want_grads = sums_and_grads(whole)
+  got_sums, got_grads = sums_and_grads(sliced)
+  assert float(want_sums['glanced_per_token']) > 0
+  for key in want_sums:
+    np.testing.assert_allclose(got_sums[key], want_sums[key], rtol=1e-5, atol=1e-6, err_msg=key)
+  for g, w in zip(jax.tree_util.tree_leaves(got_grads), jax.tree_util.tree_leaves(want_grads)):
+    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
 def test_glancing_count_and_placement():

@@ -25,6 +25,7 @@ LAYERS = {
     'nat_jax.cli': 6, 'nat_jax.ct2': 6,  # the CTranslate2 library: nat_jax.export's conversion, the benchmark's peers
     'nat_jax.train': 7, 'nat_jax.translate': 7, 'nat_jax.export': 7, 'nat_jax.evaluate': 8, 'nat_jax.distill': 7,
     'nat_jax.benchmark': 7, 'nat_jax.ddgviz': 7, 'nat_jax.dagviz': 8,  # evaluate uses the benchmark library
+    'nat_jax.aot': 8,  # compiles train's own jitted steps and the decoders for other devices
     'nat_jax': 9,  # the package itself (nat_jax/__init__.py, __main__.py)
 }
 

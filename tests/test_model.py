@@ -63,3 +63,24 @@ def test_fully_masked_attention_row_is_finite():
 def test_shift_right():
   tgt = jnp.array([[5, 0, 6, 1, 0]])
   np.testing.assert_array_equal(shift_right(tgt, 2), [[2, 5, 0, 6, 1]])
+
+
+def test_embedding_with_start_tokens_equals_the_concatenated_table():
+  """Embed looks start tokens (ids V .. V + n - 1, HRT's <B_k>) up in their own table: values and
+  gradients equal a lookup in the two tables concatenated, without copying the vocabulary."""
+  from nat_jax.models.layers import Embed
+  vocab, d, n = 11, 6, 2
+  embed = Embed(vocab, d, start_tokens=n)
+  tokens = jnp.array([[0, 3, 10, 11, 12, 5]], jnp.int32)
+  params = embed.init(jax.random.PRNGKey(0), tokens)['params']
+  params = jax.tree_util.tree_map(lambda x: getattr(x, 'value', x), params, is_leaf=lambda x: hasattr(x, 'value'))
+
+  def reference(p):
+    table = jnp.concatenate([p['embedding'], p['start_embeddings']], axis=0)
+    return jnp.take(table, tokens, axis=0) * np.sqrt(d)
+  np.testing.assert_array_equal(embed.apply({'params': params}, tokens), reference(params))
+  weights = jax.random.normal(jax.random.PRNGKey(1), (1, 6, d))
+  loss = lambda f: jax.grad(lambda p: jnp.sum(f(p) * weights))(params)
+  got, want = loss(lambda p: embed.apply({'params': p}, tokens)), loss(reference)
+  for key in ('embedding', 'start_embeddings'):
+    np.testing.assert_allclose(got[key], want[key], rtol=1e-6, atol=1e-6)

@@ -5,6 +5,9 @@ G - 1 (G = graph_lengths[b]) and is strictly increasing. Entries outside the val
 replaced by the finite NEG_INF before any arithmetic (`clean_log`); a score below IMPOSSIBLE went
 through a masked entry and means "no path". The likelihood (forward algorithm) and its gradient
 live in nat_jax.losses.dag; Viterbi is here because decoding and training alignment both use it.
+`map_vertex_chunks` computes a per-vertex function a slice of vertices at a time, so that tensors
+with a large last axis (vocabulary log-probabilities, per-head transition scores) never exist for
+the whole graph at once, in the forward or the backward pass.
 """
 from __future__ import annotations
 
@@ -33,6 +36,40 @@ def emission_mask(target_lengths: jax.Array, graph_lengths: jax.Array, size: int
 def clean_log(x: jax.Array, mask: jax.Array) -> jax.Array:
   """fp32 copy of log-values x with masked-out entries set to NEG_INF and valid ones clamped to >= NEG_INF."""
   return jnp.maximum(jnp.where(mask, x.astype(jnp.float32), NEG_INF), NEG_INF)
+
+
+def vertex_chunk_count(size: int, per_vertex: int, budget: int) -> int:
+  """How many equal slices to cut L = size vertices into: the fewest n (a divisor of size) with
+  (size / n) * per_vertex <= budget elements per slice; size if no divisor fits; 1 if budget <= 0."""
+  if budget <= 0:
+    return 1
+  for n in range(1, size + 1):
+    if size % n == 0 and (size // n) * per_vertex <= budget:
+      return n
+  return size
+
+
+def map_vertex_chunks(fn, num_chunks: int, *xs):
+  """fn(*xs) computed num_chunks vertices-slices at a time; equals fn(*xs) if fn treats vertices independently.
+
+  xs: arrays [B, L, ...] (L divisible by num_chunks); fn maps slices [B, L / n, ...] to a pytree of
+  arrays [B, L / n, ...], concatenated back to [B, L, ...]. The slices run as the steps of one
+  `lax.map`, each under `jax.checkpoint`: the backward pass keeps only each slice's inputs and
+  recomputes fn's intermediates slice by slice, so fn's largest intermediate exists for one slice
+  at a time. Arrays fn closes over are shared by all slices (their gradients are summed).
+  num_chunks = 1: fn(*xs) itself, unchanged.
+  """
+  if num_chunks == 1:
+    return fn(*xs)
+
+  def split(x):  # [B, L, ...] -> [n, B, L / n, ...]
+    return jnp.swapaxes(x.reshape(x.shape[0], num_chunks, x.shape[1] // num_chunks, *x.shape[2:]), 0, 1)
+
+  def merge(y):  # [n, B, L / n, ...] -> [B, L, ...]
+    return jnp.swapaxes(y, 0, 1).reshape(y.shape[1], y.shape[0] * y.shape[2], *y.shape[3:])
+
+  out = jax.lax.map(jax.checkpoint(lambda args: fn(*args), prevent_cse=False), tuple(split(x) for x in xs))
+  return jax.tree_util.tree_map(merge, out)
 
 
 def path_exists(target_lengths: jax.Array, graph_lengths: jax.Array) -> jax.Array:

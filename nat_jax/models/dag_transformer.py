@@ -11,13 +11,15 @@ vertex's output concatenated with a learned link-position embedding (the referen
 """
 from __future__ import annotations
 
+import functools
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from nat_jax.core.tokens import BOS_ID, EOS_ID
-from nat_jax.core.graph import transition_mask
+from nat_jax.core.graph import map_vertex_chunks, transition_mask, vertex_chunk_count
 from nat_jax.core.masks import NEG_INF, attention_mask
 from nat_jax.models.layers import default_init, sinusoidal_positions
 from nat_jax.models.transformer import Transformer, TransformerConfig
@@ -39,19 +41,38 @@ def vertex_end_tokens(graph_lengths: jax.Array, size: int) -> jax.Array:
   return jnp.where(v == 0, BOS_ID, jnp.where(last, EOS_ID, 0)).astype(jnp.int32)
 
 
+def gated_log_links(q: jax.Array, log_gate: jax.Array, mask: jax.Array, k: jax.Array) -> jax.Array:
+  """log E f32[B, C, L] of the edges out of C vertices (all L vertices, or a slice of them):
+  logsumexp_h(log_softmax_j(q_hi . k_hj / sqrt(d_h)) + log_gate_ih) on the allowed edges, NEG_INF elsewhere.
+
+  q [B, C, H, Dh] and log_gate f32[B, C, H] of those vertices, mask bool[B, C, L] their allowed
+  edges, k [B, L, H, Dh] the keys of every vertex.
+  """
+  scores = jnp.einsum('bihd,bjhd->bhij', q, k) / np.sqrt(q.shape[-1])  # [B, H, C, L]
+  log_heads = jax.nn.log_softmax(jnp.where(mask[:, None], scores, NEG_INF), axis=-1)  # [B, H, C, L]
+  log_trans = jax.nn.logsumexp(log_heads + jnp.swapaxes(log_gate, 1, 2)[..., None], axis=1)  # [B, C, L]
+  return jnp.where(mask, log_trans, NEG_INF)
+
+
 class TransitionHead(nn.Module):
   """log E_ij = logsumexp_h(log_softmax_j(q_hi . k_hj / sqrt(d_h)) + log_softmax_h(W_g f_i)), fp32,
-  with features f_i = [h_i; p_i] (p: learned link-position embedding of vertex i), q = W_q f, k = W_k f."""
+  with features f_i = [h_i; p_i] (p: learned link-position embedding of vertex i), q = W_q f, k = W_k f.
+
+  chunk_elements > 0: the per-head scores [B, H, L, L] are formed a slice of source vertices i at a
+  time, at most this many elements per slice (`map_vertex_chunks`; same values, and the backward
+  pass recomputes them per slice instead of keeping them).
+  """
   num_heads: int
   d_model: int
   max_graph_size: int
   max_transition_length: int = 0
+  chunk_elements: int = 0
 
   @nn.compact
   def __call__(self, hidden: jax.Array, graph_lengths: jax.Array) -> jax.Array:
     """hidden [B, L, D], graph_lengths i32[B] -> log_trans f32[B, L, L] (NEG_INF outside the mask)."""
     h, dh = self.num_heads, self.d_model // self.num_heads
-    size = hidden.shape[1]
+    batch, size = hidden.shape[:2]
     link_positions = self.param(
         'link_positions', nn.with_logical_partitioning(nn.initializers.normal(0.02), (None, 'embed')),
         (self.max_graph_size, self.d_model), jnp.float32)
@@ -62,15 +83,13 @@ class TransitionHead(nn.Module):
         kernel_init=nn.with_logical_partitioning(default_init, ('embed', 'heads', 'kv')),
         bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ('heads', 'kv')))
     q, k = proj('query')(x), proj('key')(x)  # [B, L, H, Dh]
-    scores = jnp.einsum('bihd,bjhd->bhij', q, k) / np.sqrt(dh)  # [B, H, L, L]
-    mask = link_mask(graph_lengths, x.shape[1], self.max_transition_length)  # [B, L, L]
-    log_heads = jax.nn.log_softmax(jnp.where(mask[:, None], scores, NEG_INF), axis=-1)  # [B, H, L, L]
+    mask = link_mask(graph_lengths, size, self.max_transition_length)  # [B, L, L]
     gate = nn.Dense(h, dtype=jnp.float32, name='gate',
                     kernel_init=nn.with_logical_partitioning(default_init, ('embed', 'heads')),
                     bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ('heads',)))(x)  # [B, L, H]
-    log_gate = jax.nn.log_softmax(gate, axis=-1).transpose(0, 2, 1)[..., None]  # [B, H, L, 1]
-    log_trans = jax.nn.logsumexp(log_heads + log_gate, axis=1)  # [B, L, L]
-    return jnp.where(mask, log_trans, NEG_INF)
+    log_gate = jax.nn.log_softmax(gate, axis=-1)  # [B, L, H]
+    chunks = vertex_chunk_count(size, batch * h * size, self.chunk_elements)
+    return map_vertex_chunks(functools.partial(gated_log_links, k=k), chunks, q, log_gate, mask)  # [B, L, L]
 
 
 class DagTransformer(nn.Module):
@@ -79,6 +98,8 @@ class DagTransformer(nn.Module):
   max_graph_size: int            # size of the learned graph-position table
   link_heads: int = 4
   max_transition_length: int = 0
+  chunk_elements: int = 0        # > 0: the transition head's slice budget (TransitionHead); a decoder
+                                 # whose attention weights [B, H, L, L] exceed it is rematerialised
 
   def setup(self):
     self.backbone = Transformer(self.cfg)
@@ -86,7 +107,7 @@ class DagTransformer(nn.Module):
         'graph_queries', nn.with_logical_partitioning(nn.initializers.normal(1.0), (None, 'embed')),
         (self.max_graph_size, self.cfg.d_model), jnp.float32)
     self.transitions = TransitionHead(self.link_heads, self.cfg.d_model, self.max_graph_size,
-                                      self.max_transition_length)
+                                      self.max_transition_length, self.chunk_elements)
 
   def encode(self, src, *, deterministic: bool = True):
     """src i32[B, S] -> encoded [B, S, D]."""
@@ -100,7 +121,9 @@ class DagTransformer(nn.Module):
     glance_mask bool[B, L]: vertices whose input is the embedding of glance_tokens instead of
     their graph query (all False outside glancing). Vertex 0 reads BOS and vertex G - 1 EOS
     unless glanced (a glanced target there is BOS / EOS anyway). Every vertex attends to every
-    vertex < G.
+    vertex < G. When one layer's attention weights [B, H, L, L] hold more than chunk_elements
+    (> 0) elements, every decoder layer runs under `nn.remat` (`_rematerialised_decoder`; the
+    values are the same).
     """
     b, size = glance_mask.shape
     vertices = jnp.broadcast_to(jnp.arange(size), (b, size))  # [B, L]
@@ -112,9 +135,27 @@ class DagTransformer(nn.Module):
     x = self.backbone.input_dropout(x, deterministic=deterministic)
     in_graph = vertices < graph_lengths[:, None]  # [B, L]
     self_mask = attention_mask(jnp.zeros_like(vertices), in_graph)  # [B, L, L]: every vertex sees the graph
+    if 0 < self.chunk_elements < b * self.cfg.num_heads * size * size:
+      return self._rematerialised_decoder(x, vertices, self_mask, encoded, src_valid, deterministic)
     hidden, _ = self.backbone.decode_hidden(x, vertices, self_mask, encoded, src_valid,
                                             deterministic=deterministic)
     return hidden
+
+  def _rematerialised_decoder(self, x, positions, self_mask, encoded, src_valid, deterministic: bool):
+    """`Transformer.decode_hidden` without a cache ([B, L, D] -> [B, L, D]), each decoder layer under
+    `nn.remat` keeping only its projections (dots without batch dimensions): the backward pass
+    recomputes one layer's attention weights [B, H, L, L] at a time instead of keeping all layers'."""
+    backbone = self.backbone
+    cross_mask = jnp.broadcast_to(src_valid[:, None, :], (*x.shape[:2], src_valid.shape[1]))  # [B, L, S]
+
+    def layer_fn(layer, x, self_mask, encoded, cross_mask, positions):
+      return layer(x, self_mask, encoded, cross_mask, deterministic=deterministic, positions=positions,
+                   kv_positions=positions)[0]
+
+    layer_fn = nn.remat(layer_fn, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
+    for layer in backbone.decoder_layers:
+      x = layer_fn(layer, x, self_mask, encoded, cross_mask, positions)
+    return backbone.decoder_norm(x) if self.cfg.pre_norm else x
 
   def links(self, hidden, graph_lengths):
     """hidden [B, L, D] -> log_trans f32[B, L, L]."""

@@ -50,11 +50,17 @@ class Embed(nn.Module):
                                          (self.start_tokens, self.features), jnp.float32)
 
   def __call__(self, tokens: jax.Array) -> jax.Array:
-    """i32[B, T] -> dtype[B, T, D], scaled by sqrt(D)."""
-    table = self.embedding
+    """i32[B, T] -> dtype[B, T, D], scaled by sqrt(D).
+
+    Start tokens are looked up in their own table and selected per token: concatenating the two
+    tables first would copy the whole [V, D] vocabulary every call (every HRT decoding step) where
+    XLA does not fuse the copy into the lookup (docs/benchmarks.md §13)."""
+    rows = jnp.take(self.embedding, jnp.minimum(tokens, self.vocab_size - 1), axis=0)  # [B, T, D]
     if self.start_tokens:
-      table = jnp.concatenate([table, self.start_embeddings], axis=0)  # [V + n, D]
-    return jnp.take(table, tokens, axis=0).astype(self.dtype) * np.sqrt(self.features)
+      extra = tokens - self.vocab_size  # [B, T]: >= 0 for a start token
+      start = jnp.take(self.start_embeddings, jnp.clip(extra, 0, self.start_tokens - 1), axis=0)
+      rows = jnp.where((extra >= 0)[..., None], start, rows)
+    return rows.astype(self.dtype) * np.sqrt(self.features)
 
   def attend(self, x: jax.Array) -> jax.Array:
     """dtype[B, T, D] -> f32[B, T, V] logits against the embedding matrix."""
