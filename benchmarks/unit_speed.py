@@ -10,8 +10,9 @@ run decodes with --dtype=bfloat16, with random weights (a call's cost does not d
 random source tokens of --width pieces. Per call: compile seconds and the median, 10th and 90th
 percentile of --repeats calls after a warm-up, each dispatched from the host and waited for
 (block_until_ready), so that a time includes its dispatch, which is what the projection's per-call
-overhead stands for. Beside them, the in-loop step: AT greedy decoding of the same sources (the whole
-device loop, at_base) less its encoder, divided by the loop's steps. Plans composed of the measured
+overhead stands for. Beside them, whole decoders (`LOOPS`: the device loop, random weights, so loops
+run to their length bound) and their time per loop trip; the in-loop step is AT greedy's loop less
+its encoder, divided by its steps. Plans composed of the measured
 calls (calls per sentence as in the projection) go beside the projected ones in
 `python -m benchmarks.unit_speed --compare=OUT/unit_speed.json --costs=<projected_speed's --out>`,
 which runs on any machine. Results go to OUT/unit_speed.json after every recipe, so a lease that ends
@@ -42,6 +43,12 @@ flags.DEFINE_string('costs', None, 'With --compare: the --out of benchmarks.proj
 flags.DEFINE_list('cost_targets', ['v5e:2x2', 'h100'], 'With --compare: the targets whose cached costs are used '
                   '(the last; a call it could not cost from the one before).')
 FLAGS = flags.FLAGS
+
+# Whole decoders timed beside the calls (random weights: loops run to their length bound): the device
+# loop's time per trip, which the host-dispatched calls overstate by their dispatch.
+LOOPS = {'at_base': ['greedy', 'beam', 'jacobi_hgj'], 'at_e12d1': ['greedy'], 'hrt_wmt14_ende': ['hrt'],
+         'royalflush_e12d1': ['hrt'], 'cmlm_wmt14_ende': ['mask_predict'], 'ibdec_wmt14_ende': ['greedy'],
+         'sa_wmt14_ende': ['greedy'], 'ibsa_wmt14_ende': ['greedy'], 'imdec_wmt14_ende': ['greedy']}
 
 
 def chip_of(device) -> str:
@@ -101,21 +108,31 @@ def recipe_units(recipe: str, units: set, target, batches: list[int], width: int
   for b in batches:
     todo += [p for p in programs.unit_programs(setup, b, width) if unit_label(p.name) in units]
   decoders = sorted(u[len('decode '):] for u in units if u.startswith('decode '))
-  looped = ['greedy'] if recipe == 'at_base' else []
-  todo += programs.decode_programs(setup, decoders + looped, batches, width=width)
+  todo += programs.decode_programs(setup, decoders, batches, width=width)
+  loops = programs.decode_programs(setup, LOOPS.get(recipe, []), batches, width=width)
   results = {}
-  for i, program in enumerate(todo):
+  for i, program in enumerate(todo + loops):
     args = (params,) + tuple(concrete(a, seed + i + 1) for a in program.args[1:])
     timing = time_calls(program.fn, args, FLAGS.repeats)
     out = timing.pop('out')
     label, batch = unit_label(program.name), program.name.rsplit('b=', 1)[1]
-    if label == 'decode greedy':
-      label = 'loop greedy'
-      timing['loop_steps'] = int(np.max(np.asarray(out.aux['steps'])))
+    if i >= len(todo):
+      label = 'loop ' + label[len('decode '):]
+      timing['loop_steps'] = loop_trips(out.aux)
     results[f'{label}|{batch}'] = timing
     print(f'  {recipe:20s} {label:24s} b={batch:>3s}  {timing["ms"]:9.3f} ms  '
-          f'(p10 {timing["ms_p10"]:.3f}, p90 {timing["ms_p90"]:.3f}; compile {timing["compile_s"]:.1f} s)', flush=True)
+          f'(p10 {timing["ms_p10"]:.3f}, p90 {timing["ms_p90"]:.3f}; compile {timing["compile_s"]:.1f} s)'
+          + (f'  {timing["loop_steps"]} loop steps' if 'loop_steps' in timing else ''), flush=True)
   return results
+
+
+def loop_trips(aux: dict) -> int:
+  """The device loop's trip count of a decoder call from its aux statistics: the batch's decoder
+  passes (Jacobi, drafted), else its loop steps (beam), else the most iterations of a row."""
+  for key in ('passes', 'loop_steps', 'iterations', 'steps'):
+    if key in aux:
+      return int(np.max(np.asarray(aux[key])))
+  raise ConfigError(f'a looped decoder reports none of passes / loop_steps / iterations / steps: {sorted(aux)}')
 
 
 def measure():
@@ -210,6 +227,15 @@ def compare(measured_path: str, costs_dir: str, cost_targets: list[str]):
         mine, theirs = seconds(c, plan, b), seconds(c, base, b)
         ups.append(fmt(theirs / mine if mine and theirs else None, '.2f') + ('x' if mine and theirs else ''))
     print(f'| {plan} vs {base} | ' + ' | '.join(ups) + f' | {claimed}x |')
+  loops = sorted(k for k in units if k.split('|')[1].startswith('loop '))
+  if loops:
+    print('| whole decoder (device loop, random weights) | batch | ms | loop trips | ms per trip |')
+    print('|---|---|---|---|---|')
+    for key in loops:
+      recipe, label, batch = key.split('|')
+      t = units[key]
+      print(f'| {recipe} {label[5:]} | {batch} | {t["ms"]:.3f} | {t["loop_steps"]} | '
+            f'{t["ms"] / max(t["loop_steps"], 1):.4f} |')
   for b in batches:
     step = units.get(f'at_base|step|{b}')
     if in_loop_step(units, b) is not None and step:

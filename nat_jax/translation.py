@@ -42,6 +42,15 @@ def encode_sources(texts: Sequence[str], tokenizer: Tokenizer, max_len: int,
   return out
 
 
+def host_value(x) -> np.ndarray:
+  """A decoder output whole on this host: rows split over devices of other processes (a mesh that
+  spans processes) are gathered from all of them, every process getting the same array."""
+  if isinstance(x, jax.Array) and not x.is_fully_addressable:
+    from jax.experimental import multihost_utils
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+  return np.asarray(jax.device_get(x))
+
+
 def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int,
                     first_line: int = 1) -> tuple[list[str], dict[str, np.ndarray]]:
   """Translate `texts` in order. Returns (translations, aux stats per sentence).
@@ -59,8 +68,8 @@ def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int,
   seqs = encode_sources([texts[i] for i in keep], tok, cfg.max_len, [first_line + i for i in keep])
   for idx, src in inference_batches(seqs, rows, source_lengths(cfg.max_len)):
     out = decode_fn(run.params, src if mesh is None or mesh.size == 1 else place_rows(src, mesh))
-    tokens = np.asarray(jax.device_get(out.tokens))
-    aux = {k: np.asarray(v) for k, v in jax.device_get(out.aux).items()}
+    tokens = host_value(out.tokens)
+    aux = {k: host_value(v) for k, v in out.aux.items()}
     for row, j in enumerate(idx):
       if j < 0:
         continue
