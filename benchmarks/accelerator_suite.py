@@ -111,10 +111,14 @@ def run_stage(name: str, command: list[str], out: str, timings: dict, seconds: i
   print(f'{name}: {timings[name]}s', flush=True)
 
 
-def train(recipe: str, workdir: str, files: dict, vocab_size: int, steps: int, extra: list[str]) -> list[str]:
+def prepare_workdir(workdir: str, spm: str):
+  """A training's run directory with the pack's tokenizer in it (every run of the suite shares it)."""
   os.makedirs(workdir, exist_ok=True)
   if not os.path.exists(os.path.join(workdir, 'spm.model')):
-    shutil.copy(files['spm'], os.path.join(workdir, 'spm.model'))  # every run shares the pack's tokenizer
+    shutil.copy(spm, os.path.join(workdir, 'spm.model'))
+
+
+def train(recipe: str, workdir: str, files: dict, vocab_size: int, steps: int, extra: list[str]) -> list[str]:
   return [sys.executable, '-m', 'nat_jax.train', f'--config=configs/{recipe}.py', f'--workdir={workdir}',
           *data_flags(files, vocab_size), f'--config.total_steps={steps}', f'--config.eval_every={steps}',
           f'--config.checkpoint_every={max(1, min(500, steps))}', '--config.test_average=1',
@@ -176,6 +180,8 @@ def main(argv):
   seconds = {'teacher': FLAGS.teacher_seconds, 'dat': FLAGS.dat_seconds, 'hrt': FLAGS.hrt_seconds}
   for name in STAGES:
     if name in FLAGS.stages:
+      if name in runs:  # a training: its run directory exists only when the stage runs
+        prepare_workdir(runs[name], files['spm'])
       run_stage(name, commands[name], out, timings, seconds.get(name, 0))
   print(f'accelerator suite: {timings}; results in {out}', flush=True)
 

@@ -80,25 +80,20 @@ def concrete(tree, seed: int):
 
 
 def time_calls(fn, args, repeats: int) -> dict:
-  """Compile seconds, then median / p10 / p90 milliseconds of `repeats` host-dispatched calls."""
-  import jax
-  t0 = time.perf_counter()
-  out = jax.block_until_ready(fn(*args))
-  compile_s = time.perf_counter() - t0
+  """Compile seconds, then median / p10 / p90 milliseconds of `repeats` host-dispatched calls
+  (nat_jax.timing.timed: every output ready) after 3 warm-up calls."""
+  from nat_jax.timing import timed
+  out, compile_s = timed(lambda: fn(*args))
   for _ in range(3):
-    jax.block_until_ready(fn(*args))
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    times.append(time.perf_counter() - t0)
-  ms = 1e3 * np.asarray(times)
+    timed(lambda: fn(*args))
+  ms = 1e3 * np.asarray([timed(lambda: fn(*args))[1] for _ in range(repeats)])
   return {'compile_s': round(compile_s, 2), 'ms': float(np.median(ms)), 'ms_p10': float(np.percentile(ms, 10)),
           'ms_p90': float(np.percentile(ms, 90)), 'repeats': repeats, 'out': out}
 
 
 def recipe_units(recipe: str, units: set, target, batches: list[int], width: int, seed: int) -> dict:
-  """{'<unit>|<batch>': timing} of the calls `units` of `recipe` (plus 'loop greedy' for at_base)."""
+  """{'<unit>|<batch>': timing} of the calls `units` of `recipe`, and 'loop <decoder>|<batch>' of its
+  whole decoders in `LOOPS`."""
   from nat_jax.aot import programs
   from nat_jax.aot.programs import unit_label
   config = cli.load_recipe(cli.recipe_path(recipe))

@@ -118,18 +118,14 @@ def recipes_needed(plans=None) -> dict[str, set]:
 def plan_seconds(plan: Plan, costs: dict, chip: Chip, batch: int, overhead: Optional[float] = None) -> Optional[float]:
   """Projected seconds per batch of `batch` sentences: the plan's calls at that batch size on the
   roofline. costs: {(recipe, unit, batch): (flops, bytes accessed)}; None if one is missing."""
-  total = 0.0
-  for call in plan.calls:
-    cost = costs.get((call.recipe, call.unit, batch))
-    if cost is None:
-      return None
-    total += call.count * call_seconds(cost[0], cost[1], chip, overhead)
-  return total
+  keys = [(c.recipe, c.unit, batch) for c in plan.calls]
+  return composed_seconds(plan, {k: call_seconds(*costs[k], chip, overhead) for k in keys if k in costs}, batch)
 
 
 def composed_seconds(plan: Plan, seconds: dict, batch: int) -> Optional[float]:
-  """Seconds per batch of `batch` sentences of a plan composed of measured calls: seconds
-  {(recipe, unit, batch): seconds of one call}; None if one is missing."""
+  """Seconds per batch of `batch` sentences of a plan whose calls take `seconds` {(recipe, unit,
+  batch): seconds of one call} (measured, or projected by `plan_seconds`): the count-weighted sum;
+  None if one is missing."""
   calls = [seconds.get((c.recipe, c.unit, batch)) for c in plan.calls]
   return None if None in calls else sum(c.count * t for c, t in zip(plan.calls, calls))
 

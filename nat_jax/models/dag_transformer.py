@@ -122,8 +122,8 @@ class DagTransformer(nn.Module):
     their graph query (all False outside glancing). Vertex 0 reads BOS and vertex G - 1 EOS
     unless glanced (a glanced target there is BOS / EOS anyway). Every vertex attends to every
     vertex < G. When one layer's attention weights [B, H, L, L] hold more than chunk_elements
-    (> 0) elements, every decoder layer runs under `nn.remat` (`_rematerialised_decoder`; the
-    values are the same).
+    (> 0) elements, every decoder layer runs under `nn.remat` (`Transformer.decode_hidden`'s
+    `remat`; the values are the same).
     """
     b, size = glance_mask.shape
     vertices = jnp.broadcast_to(jnp.arange(size), (b, size))  # [B, L]
@@ -135,27 +135,10 @@ class DagTransformer(nn.Module):
     x = self.backbone.input_dropout(x, deterministic=deterministic)
     in_graph = vertices < graph_lengths[:, None]  # [B, L]
     self_mask = attention_mask(jnp.zeros_like(vertices), in_graph)  # [B, L, L]: every vertex sees the graph
-    if 0 < self.chunk_elements < b * self.cfg.num_heads * size * size:
-      return self._rematerialised_decoder(x, vertices, self_mask, encoded, src_valid, deterministic)
+    remat = 0 < self.chunk_elements < b * self.cfg.num_heads * size * size  # attention weights over the budget
     hidden, _ = self.backbone.decode_hidden(x, vertices, self_mask, encoded, src_valid,
-                                            deterministic=deterministic)
+                                            deterministic=deterministic, remat=remat)
     return hidden
-
-  def _rematerialised_decoder(self, x, positions, self_mask, encoded, src_valid, deterministic: bool):
-    """`Transformer.decode_hidden` without a cache ([B, L, D] -> [B, L, D]), each decoder layer under
-    `nn.remat` keeping only its projections (dots without batch dimensions): the backward pass
-    recomputes one layer's attention weights [B, H, L, L] at a time instead of keeping all layers'."""
-    backbone = self.backbone
-    cross_mask = jnp.broadcast_to(src_valid[:, None, :], (*x.shape[:2], src_valid.shape[1]))  # [B, L, S]
-
-    def layer_fn(layer, x, self_mask, encoded, cross_mask, positions):
-      return layer(x, self_mask, encoded, cross_mask, deterministic=deterministic, positions=positions,
-                   kv_positions=positions)[0]
-
-    layer_fn = nn.remat(layer_fn, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
-    for layer in backbone.decoder_layers:
-      x = layer_fn(layer, x, self_mask, encoded, cross_mask, positions)
-    return backbone.decoder_norm(x) if self.cfg.pre_norm else x
 
   def links(self, hidden, graph_lengths):
     """hidden [B, L, D] -> log_trans f32[B, L, L]."""

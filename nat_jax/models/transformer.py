@@ -186,11 +186,17 @@ class Transformer(nn.Module):
     return self.logits(hidden), hidden, new_cache
 
   def decode_hidden(self, x, positions, self_mask, encoded, src_valid, *, deterministic: bool = True,
-                    cross_kv: Optional[list] = None, cache: Optional[dict] = None, cache_start=None):
+                    cross_kv: Optional[list] = None, cache: Optional[dict] = None, cache_start=None,
+                    remat: bool = False):
     """The decoder layers on input embeddings x [B, T, D] -> (final hidden states [B, T, D], cache or None).
 
-    Methods whose decoder inputs are not tokens (DA-Transformer's graph queries) enter here.
+    Methods whose decoder inputs are not tokens (DA-Transformer's graph queries) enter here. `remat`
+    (training without a cache): every layer under `nn.remat`, keeping only its projections (dots
+    without batch dimensions), so the backward pass recomputes one layer's attention weights
+    [B, H, T, T] at a time instead of keeping all layers'; the values are the same.
     """
+    if remat and cache is not None:
+      raise ValueError('decode_hidden: remat is for training passes, without a cache.')
     if src_valid.ndim == 3:
       cross_mask = src_valid  # [B, T, S]
     else:
@@ -201,11 +207,16 @@ class Transformer(nn.Module):
     else:
       kv_positions = jax.lax.dynamic_update_slice_in_dim(cache['positions'], positions, cache_start, axis=1)
       layer_caches = cache['layers']
+    def apply(layer, x, self_mask, encoded, cross_mask, positions, kv_positions, layer_cross, layer_cache):
+      return layer(x, self_mask, encoded, cross_mask, deterministic=deterministic, positions=positions,
+                   kv_positions=kv_positions, cross_kv=layer_cross, cache=layer_cache, cache_start=cache_start)
+
+    if remat:
+      apply = nn.remat(apply, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
     new_layers = []
     for layer, layer_cross, layer_cache in zip(self.decoder_layers, cross, layer_caches):
-      x, layer_cache = layer(x, self_mask, encoded, cross_mask, deterministic=deterministic, positions=positions,
-                             kv_positions=kv_positions, cross_kv=layer_cross, cache=layer_cache,
-                             cache_start=cache_start)
+      x, layer_cache = apply(layer, x, self_mask, encoded, cross_mask, positions, kv_positions, layer_cross,
+                             layer_cache)
       new_layers.append(layer_cache)
     if self.cfg.pre_norm:
       x = self.decoder_norm(x)
