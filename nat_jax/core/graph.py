@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.core.masks import NEG_INF
+from nat_jax.core.reduce import argmax
 
 IMPOSSIBLE = 0.5 * NEG_INF  # a path score below this used a masked entry: no such path
 
@@ -120,7 +121,7 @@ def viterbi_backtrace(delta: jax.Array, trans: jax.Array, last_vertex: jax.Array
     cur = jnp.where(k == lengths - 1, last_vertex, cur)  # [B]
     out = jnp.where(k < lengths, cur, -1)  # [B]
     into_cur = jnp.take_along_axis(trans, jnp.broadcast_to(cur[:, None, None], (batch, size, 1)), axis=2)[..., 0]
-    return jnp.argmax(delta_prev + into_cur, axis=1).astype(jnp.int32), out  # into_cur [B, L]: trans[b, :, cur]
+    return argmax(delta_prev + into_cur, axis=1), out  # into_cur [B, L]: trans[b, :, cur]
 
   steps = jnp.arange(delta.shape[0])
   delta_prev = jnp.concatenate([delta[:1], delta[:-1]])  # [K, B, L]; row 0 unused

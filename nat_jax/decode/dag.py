@@ -23,13 +23,14 @@ from nat_jax.decode.interfaces import DecodeOutput, GraphPredictor
 from nat_jax.decode.registry import register_decoder
 from nat_jax.core.graph import IMPOSSIBLE, clean_log, transition_mask, viterbi_backtrace, viterbi_forward
 from nat_jax.core.tokens import clean_path_tokens
+from nat_jax.core.reduce import argmax, max_and_argmax
 
 
 def vertex_scores(log_probs: jax.Array, graph_lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
   """(best token i32[B, L], its log-probability f32[B, L], NEG_INF for v >= G)."""
   in_graph = jnp.arange(log_probs.shape[1])[None, :] < graph_lengths[:, None]  # [B, L]
-  best = clean_log(jnp.max(log_probs, axis=-1), in_graph)  # [B, L]
-  return jnp.argmax(log_probs, axis=-1).astype(jnp.int32), best
+  top, token = max_and_argmax(log_probs)  # [B, L]
+  return token, clean_log(top, in_graph)
 
 
 def path_tokens(path: jax.Array, tokens: jax.Array) -> jax.Array:
@@ -45,7 +46,7 @@ def successors(log_trans: jax.Array, bonus: jax.Array, graph_lengths: jax.Array)
   mask = transition_mask(graph_lengths, size)  # [B, L, L]
   scores = jnp.where(mask, clean_log(log_trans, mask) + bonus[:, None, :], -jnp.inf)  # [B, L, L]
   vertex = jnp.arange(size)[None, :]  # [1, L]
-  nxt = jnp.argmax(scores, axis=-1).astype(jnp.int32)  # [B, L]
+  nxt = argmax(scores)  # [B, L]
   return jnp.where(vertex < graph_lengths[:, None] - 1, nxt, vertex)
 
 
@@ -85,7 +86,7 @@ def _joint_viterbi_path(log_trans: jax.Array, best: jax.Array, graph_lengths: ja
   num = jnp.arange(1, size + 1, dtype=jnp.float32)[:, None]  # [L, 1]
   normed = jnp.where(final > IMPOSSIBLE, final / num ** beta, -jnp.inf)  # [L, B]
   found = jnp.any(final > IMPOSSIBLE, axis=0)  # [B]
-  length = jnp.where(found, jnp.argmax(normed, axis=0) + 1, 0).astype(jnp.int32)
+  length = jnp.where(found, argmax(normed, axis=0) + 1, 0).astype(jnp.int32)
   return viterbi_backtrace(delta, trans, last, length), length, jnp.where(found, jnp.max(normed, axis=0), -jnp.inf)
 
 
@@ -130,7 +131,7 @@ def greedy_path(graphs: GraphPredictor, src) -> tuple[jax.Array, jax.Array, jax.
   path = follow_argmax(log_trans, bonus, lengths_g)  # [B, L]
   on_path = jnp.take_along_axis(graph.hidden, jnp.maximum(path, 0)[:, :, None], axis=1)  # [B, K, D]
   log_probs = graphs.vertex_log_probs(on_path)  # [B, K, V]
-  tokens = jnp.where(path >= 0, jnp.argmax(log_probs, axis=-1), 0).astype(jnp.int32)  # [B, K]
+  tokens = jnp.where(path >= 0, argmax(log_probs), 0)  # [B, K]
   score = _path_score(log_trans, path) + jnp.sum(jnp.where(path >= 0, jnp.max(log_probs, axis=-1), 0.0), axis=1)
   return path, tokens, score
 

@@ -57,6 +57,7 @@ from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.redraft import REDRAFTERS
 from nat_jax.decode.registry import DECODERS, check_decoder, method_view, parse_options, register_decoder
 from nat_jax.errors import ConfigError
+from nat_jax.core.reduce import scored_argmax
 
 
 UPDATES = ('jacobi', 'draft', 'redraft')  # what a window's tokens after a pass become (module docstring)
@@ -96,16 +97,16 @@ def rows_step(scorer: LeftToRightScorer, enc, cache, tokens: jax.Array, starts: 
   return jax.vmap(one)(enc, cache, tokens, starts)
 
 
-def acceptable(logp: jax.Array, top: jax.Array, top_lp: jax.Array, draft: jax.Array, beta: int,
-               tau: float) -> tuple[jax.Array, jax.Array]:
-  """(ok bool[B, W], draft log-probabilities f32[B, W]): whether each drafted token may be kept
-  given the verifier's log-probabilities f32[B, W, V] there, their argmax `top` and its `top_lp`.
+def acceptable(logits: jax.Array, top: jax.Array, top_lp: jax.Array, draft: jax.Array, draft_lp: jax.Array,
+               beta: int, tau: float) -> jax.Array:
+  """ok bool[B, W]: whether each drafted token may be kept given the verifier's logits f32[B, W, V]
+  there, their argmax `top`, its log-probability `top_lp` and the draft's `draft_lp` (f32[B, W]).
   beta = 1: it is the argmax (exact)."""
-  draft_lp = jnp.take_along_axis(logp, draft[..., None], axis=-1)[..., 0]  # [B, W]
   if beta == 1:
-    return draft == top, draft_lp
-  rank = jnp.sum(logp > draft_lp[..., None], axis=-1)  # [B, W]: tokens strictly more probable
-  return (rank < beta) & (draft_lp >= top_lp - tau), draft_lp
+    return draft == top
+  draft_logit = jnp.take_along_axis(logits, draft[..., None], axis=-1)  # [B, W, 1]
+  rank = jnp.sum(logits > draft_logit, axis=-1)  # [B, W]: tokens strictly more probable
+  return (rank < beta) & (draft_lp >= top_lp - tau)
 
 
 def verify_pass(scorer: LeftToRightScorer, enc, state: DraftedState, width: int, t_max: int, beta: int, tau: float,
@@ -117,11 +118,10 @@ def verify_pass(scorer: LeftToRightScorer, enc, state: DraftedState, width: int,
   starts = state.fixed  # [B]: first fed slot = first non-final output token
   logits, hidden, cache = rows_step(scorer, enc, state.cache, row_slices(state.tokens, starts, width), starts,
                                     states=head is not None and head.reads_states)
-  logp = jax.nn.log_softmax(logits.astype(jnp.float32))  # [B, W, V]
-  top = jnp.argmax(logp, axis=-1).astype(jnp.int32)  # [B, W]: outputs fixed .. fixed+W-1
-  top_lp = jnp.max(logp, axis=-1)
-  draft = row_slices(state.tokens, starts + z, width)  # [B, W]: the draft of those outputs
-  ok, draft_lp = acceptable(logp, top, top_lp, draft, beta, tau)
+  logits = logits.astype(jnp.float32)  # [B, W, V]
+  draft = row_slices(state.tokens, starts + z, width)  # [B, W]: the draft of outputs fixed .. fixed+W-1
+  top, top_lp, draft_lp = scored_argmax(logits, draft)  # [B, W]: the verifier's argmax there, log-probabilities
+  ok = acceptable(logits, top, top_lp, draft, draft_lp, beta, tau)
   groups = leading_run(jnp.all(ok.reshape(batch, width // z, z), axis=2))  # [B]: whole steps accepted
   index = jnp.arange(width)[None]  # [1, W]
   took = index < z * groups[:, None]  # [B, W]: accepted draft tokens

@@ -19,6 +19,7 @@ from nat_jax.core.tokens import ceil_div, through_first_eos
 from nat_jax.decode.loop import decode_loop
 from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.registry import register_decoder
+from nat_jax.core.reduce import scored_argmax
 
 
 @flax.struct.dataclass
@@ -37,10 +38,7 @@ def greedy_step(scorer: LeftToRightScorer, enc, state: GreedyState) -> GreedySta
   start = state.step * z
   inputs = jax.lax.dynamic_slice_in_dim(state.tokens, start, z, axis=1)  # [B, z]
   logits, cache = scorer.step_logits(enc, state.cache, inputs, start)
-  logits = logits.reshape(-1, logits.shape[-1]).astype(jnp.float32)  # [B*z, V]
-  # The argmax of the logits, scored as max - logsumexp: no [B*z, V] log-softmax is written.
-  nxt = jnp.argmax(logits, axis=-1).astype(jnp.int32).reshape(inputs.shape)  # [B, z]
-  best = (jnp.max(logits, axis=-1) - jax.nn.logsumexp(logits, axis=-1)).reshape(inputs.shape)  # [B, z]
+  nxt, best, _ = scored_argmax(logits.astype(jnp.float32))  # [B, z]: the argmax and its log-probability
   live = ~state.done[:, None] & through_first_eos(nxt)[0]  # [B, z]: tokens the row keeps
   nxt = jnp.where(live, nxt, 0)
   tokens = jax.lax.dynamic_update_slice_in_dim(state.tokens, nxt, start + z, axis=1)

@@ -25,6 +25,7 @@ from nat_jax.decode.mask_predict import predict
 from nat_jax.decode.registry import register_decoder
 from nat_jax.core.tokens import ceil_div, skip_frame, through_first_eos
 from nat_jax.errors import ConfigError
+from nat_jax.core.reduce import argmax
 
 
 def fill_chunks(view: HybridScorer, enc, skips: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
@@ -84,7 +85,7 @@ def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1
   else:
     out, fill_logp = fill_chunks(view, add_beam_dim(enc, n), flat, k)
     score = logp.reshape(-1) + fill_logp
-  best = jnp.argmax(score.reshape(b, n), axis=1)  # [B]
+  best = argmax(score.reshape(b, n), axis=1)  # [B]
   rows = jnp.arange(b) * n + best
   _, skip_len = through_first_eos(flat[rows])
   valid, length = through_first_eos(out[rows])

@@ -57,6 +57,7 @@ from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
 from nat_jax.core.tokens import ceil_div, through_first_eos
 from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.registry import register_decoder
+from nat_jax.core.reduce import scored_argmax
 
 
 def pad_draft(batch: int, length: int) -> jax.Array:
@@ -115,9 +116,7 @@ def jacobi_iteration(scorer: LeftToRightScorer, enc, state: JacobiState, width: 
   batch = state.tokens.shape[0]
   inputs = jax.lax.dynamic_slice_in_dim(state.tokens, s, width, axis=1)  # [B, W]: slots s..s+W-1
   logits, cache = scorer.step_logits(enc, state.cache, inputs, s)
-  logp = jax.nn.log_softmax(logits.astype(jnp.float32))  # [B, W, V]
-  new = jnp.argmax(logp, axis=-1).astype(jnp.int32)  # [B, W]: output tokens s..s+W-1 (slots s+z..)
-  new_logp = jnp.max(logp, axis=-1)  # [B, W]
+  new, new_logp, _ = scored_argmax(logits.astype(jnp.float32))  # [B, W]: output tokens s..s+W-1 (slots s+z..)
   old = jax.lax.dynamic_slice_in_dim(state.tokens, s + z, width, axis=1)  # [B, W]
   old_logp = jax.lax.dynamic_slice_in_dim(state.logp, s + z, width, axis=1)  # [B, W]
   keep = (s + jnp.arange(width) < state.fixed[:, None]) | state.done[:, None]  # [B, W]

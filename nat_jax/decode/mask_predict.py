@@ -24,6 +24,7 @@ from nat_jax.decode.interfaces import DecodeOutput, MaskPredictor
 from nat_jax.decode.lengths import resolve_max_len
 from nat_jax.decode.registry import register_decoder
 from nat_jax.errors import ConfigError
+from nat_jax.core.reduce import argmax
 
 MIN_LENGTH = 2  # a candidate has at least one text token before its EOS
 
@@ -50,7 +51,7 @@ def predict(view: MaskPredictor, enc, tokens: jax.Array,
   """The most probable token at every slot, `banned` tokens excluded, and its log-probability
   under the model (not renormalized): (i32[B, W], f32[B, W])."""
   logp = jax.nn.log_softmax(view.fill_logits(enc, tokens).astype(jnp.float32), axis=-1)  # [B, W, V]
-  tok = jnp.argmax(logp.at[..., banned].set(-jnp.inf), axis=-1).astype(jnp.int32)
+  tok = argmax(logp.at[..., banned].set(-jnp.inf))
   return tok, jnp.take_along_axis(logp, tok[..., None], axis=-1)[..., 0]
 
 
@@ -93,7 +94,7 @@ def mask_predict_search(view: MaskPredictor, enc, width: int, iterations: int, l
 
   tokens, probs = jax.lax.fori_loop(1, iterations, refine, (tokens, probs))
   mean_logp = (jnp.sum(jnp.where(is_text, probs, 0.0), axis=1) / jnp.maximum(text, 1)).reshape(b, l)  # [B, l]
-  best = jnp.argmax(mean_logp, axis=1)  # [B]
+  best = argmax(mean_logp, axis=1)  # [B]
   pick = lambda x: jnp.take_along_axis(x, best[:, None], axis=1)[:, 0]
   out = jnp.take_along_axis(tokens.reshape(b, l, width), best[:, None, None], axis=1)[:, 0]  # [B, W]
   return DecodeOutput(out, pick(mean_logp), {'length': pick(lengths), 'length_clamped': pick(clamped).astype(jnp.int32),

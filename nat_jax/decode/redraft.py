@@ -32,6 +32,7 @@ from nat_jax.core.tokens import EOS_ID, MASK_ID, PAD_ID, not_text
 from nat_jax.decode.dag import successors, vertex_scores
 from nat_jax.decode.interfaces import GraphPredictor, MaskPredictor
 from nat_jax.decode.mask_predict import NOT_TEXT, mask_predict_search, mask_predict_width, predict
+from nat_jax.core.reduce import argmax
 
 
 def take_rows(x: jax.Array, index: jax.Array) -> jax.Array:
@@ -74,7 +75,7 @@ class GraphRedrafter:
 
   def draft(self, alpha, states, starts, fixed, tokens):
     alpha = self.absorb(alpha, tokens, starts, fixed)
-    return self.walk(jnp.argmax(alpha, axis=1).astype(jnp.int32), take_rows(tokens, fixed - 1)), alpha
+    return self.walk(argmax(alpha, axis=1), take_rows(tokens, fixed - 1)), alpha
 
   def walk(self, vertex: jax.Array, prev: jax.Array, lead=None) -> jax.Array:
     """i32[B, W]: the lookahead continuation after `vertex` i32[B], the token before it `prev` i32[B]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from nat_jax.core.reduce import argmax
 
 
 def smoothed_cross_entropy(logits: jax.Array, targets: jax.Array, weights: jax.Array,
@@ -23,6 +24,6 @@ def smoothed_cross_entropy(logits: jax.Array, targets: jax.Array, weights: jax.A
     loss = smooth - entropy
   else:
     loss = nll
-  correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
+  correct = (argmax(logits) == targets).astype(jnp.float32)
   return {'loss': jnp.sum(loss * weights), 'nll': jnp.sum(nll * weights),
           'correct': jnp.sum(correct * weights), 'tokens': jnp.sum(weights)}

@@ -34,6 +34,7 @@ from nat_jax.methods.sampling import random_subset
 from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, source_args
 from nat_jax.models.transformer import Transformer, transformer_config
 from nat_jax.errors import ConfigError
+from nat_jax.core.reduce import argmax
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -110,7 +111,7 @@ class CmlmMethod(Method):
     length_sum = jnp.sum(jnp.where(real, length_nll, 0.0))
     sums['loss'] = sums['loss'] + self.length_loss_weight * sums['tokens'] / jnp.maximum(sentences, 1.0) * length_sum
     sums.update(sentences=sentences, length_nll=length_sum,
-                length_correct=jnp.sum(real & (jnp.argmax(length_logp, axis=1) == lengths)).astype(jnp.float32))
+                length_correct=jnp.sum(real & (argmax(length_logp, axis=1) == lengths)).astype(jnp.float32))
     return sums
 
   def adopt_params(self, loaded, fresh):

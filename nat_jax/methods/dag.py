@@ -42,6 +42,7 @@ from nat_jax.models.dag_transformer import DagTransformer
 from nat_jax.core.masks import NEG_INF
 from nat_jax.models.transformer import transformer_config
 from nat_jax.errors import ConfigError
+from nat_jax.core.reduce import argmax
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -180,8 +181,8 @@ class DagMethod(Method):
   def _graph_pass(self, params, encoded, src, graph_lengths, targets, glance, rng, deterministic):
     """(log_trans f32[B, L, L], log_emit f32[B, L, M] = log P(y_m | v), argmax token i32[B, L])."""
     hidden, log_trans = self._graph(params, encoded, src, graph_lengths, glance, rng, deterministic)
-    log_emit, argmax = self.emissions(params, hidden, targets)
-    return log_trans, log_emit, argmax
+    log_emit, best_token = self.emissions(params, hidden, targets)
+    return log_trans, log_emit, best_token
 
   def emissions(self, params, hidden, targets):
     """(log_emit f32[B, L, M] = log P(targets[b, m] | v), argmax_y log P(y | v) i32[B, L]) for the
@@ -196,7 +197,7 @@ class DagMethod(Method):
     def gather(h):  # h [B, C, D]: C of the vertices
       log_probs = self.vertex_log_probs(params, h)  # [B, C, V]
       index = jnp.broadcast_to(targets[:, None, :], (batch, h.shape[1], tlen))  # [B, C, M]
-      return jnp.take_along_axis(log_probs, index, axis=2), jnp.argmax(log_probs, axis=-1).astype(jnp.int32)
+      return jnp.take_along_axis(log_probs, index, axis=2), argmax(log_probs)
 
     chunks = vertex_chunk_count(size, batch * self.vocab_size, self.chunk_elements)
     return map_vertex_chunks(gather, chunks, hidden)  # [B, L, M], [B, L]
@@ -215,11 +216,11 @@ class DagMethod(Method):
     enc_rng, dec_rng, glance_rng = jax.random.split(rng, 3)
     encoded = self._apply(params, src, method=DagTransformer.encode, rng=enc_rng, deterministic=deterministic)
 
-    log_trans, log_emit, argmax = self._graph_pass(params, encoded, src, graph_lengths, targets, None, dec_rng,
+    log_trans, log_emit, best_token = self._graph_pass(params, encoded, src, graph_lengths, targets, None, dec_rng,
                                                    deterministic)
     align = dag_best_alignment(jax.lax.stop_gradient(log_trans), jax.lax.stop_gradient(log_emit),
                                target_lengths, graph_lengths)  # [B, M]
-    hit = (align >= 0) & (jnp.take_along_axis(argmax, jnp.maximum(align, 0), axis=1) == targets)  # [B, M]
+    hit = (align >= 0) & (jnp.take_along_axis(best_token, jnp.maximum(align, 0), axis=1) == targets)  # [B, M]
     nll_loss = self.loss_name == 'nll'
     start, end, steps = self.glance
     glanced = jnp.zeros(targets.shape, bool)  # [B, M]

@@ -40,6 +40,7 @@ from nat_jax.methods.autoregressive import TransformerScorer, autoregressive_inp
 from nat_jax.models.draft_head import DraftHead, boundary_states
 from nat_jax.models.transformer import Transformer, transformer_config
 from nat_jax.errors import ConfigError
+from nat_jax.core.reduce import argmax
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -113,7 +114,7 @@ class HeadDrafter:
     logits = self.draft_logits(head_state, jnp.zeros((batch, encoded.shape[-1]), encoded.dtype),
                                jnp.full((batch,), Tokenizer.bos_id, jnp.int32), zeros,
                                memory or None, visible)
-    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    return argmax(logits)
 
   def draft(self, head_state, states, starts, fixed, tokens):
     """The verifier's states [B, W, D] of its window (slots starts .. starts + W - 1) into memory, then
@@ -127,7 +128,7 @@ class HeadDrafter:
     visible = jnp.arange(slots)[None] < fixed[:, None]  # [B, P]
     boundary = boundary_states(states, fixed - starts - 1)
     logits = self.draft_logits(head_state, boundary, last, fixed, memory or None, visible)
-    return jnp.argmax(logits, axis=-1).astype(jnp.int32), dict(head_state, memory=memory)
+    return argmax(logits), dict(head_state, memory=memory)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,7 +199,7 @@ class SelfDraftMethod(Method):
     goal = goal.reshape(b * k, self.window)
     weights = (goal > 0).astype(jnp.float32)
     sums = smoothed_cross_entropy(logits, goal, weights, 0.0)
-    sums['first_correct'] = jnp.sum(weights[:, 0] * (jnp.argmax(logits[:, 0], -1) == goal[:, 0]))
+    sums['first_correct'] = jnp.sum(weights[:, 0] * (argmax(logits[:, 0]) == goal[:, 0]))
     sums['first_tokens'] = jnp.sum(weights[:, 0])
     return sums
 

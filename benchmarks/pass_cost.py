@@ -1,0 +1,139 @@
+"""What a verification pass over k positions costs against one greedy step, and where the time goes.
+
+  python -m benchmarks.pass_cost [--sizes=128,256,512] [--positions=1,4,8] [--batch=1] [--passes=9] \
+      [--variants='xnn:xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_GREEDY'] \
+      [--profile]
+
+For each size (benchmarks.sized_models.SIZES, random weights) one device loop of 32 decoder calls of
+the AT's `step_logits` on k new positions against a 64-slot cache, then the argmax of every
+position (what greedy and a verification pass read), per k: ms per call and the cost in calls of
+k = 1 (a greedy step), median over passes that alternate every program. `--variants` compiles
+each program again with XLA compiler options (`name:key=value,key=value;name2:...`, set per
+compilation, so the variants alternate in one process) and checks their outputs equal the default's.
+`--profile` adds, per size and k, the XLA:CPU kernels (thunks) of one loop under jax.profiler,
+grouped by kind (`dot`: XLA's own dot kernels; `ynn_fusion` / `xnn_fusion`: YNNPACK / XNNPACK
+calls; fusions by their root op): microseconds per call, which is where a k-row pass's time goes.
+"""
+from __future__ import annotations
+
+import collections
+import glob
+import gzip
+import json
+import os
+import re
+import tempfile
+
+from absl import flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks import sized_models
+from nat_jax import cli, decode
+from nat_jax.core.reduce import argmax
+from nat_jax.decode.interfaces import LeftToRightScorer
+from nat_jax.errors import ConfigError
+from nat_jax.timing import machine, timed
+
+flags.DEFINE_list('sizes', ['128', '256', '512'], 'd_model of each size (benchmarks.sized_models.SIZES).')
+flags.DEFINE_list('positions', ['1', '4', '8'], 'Positions per call (1: a greedy step).')
+flags.DEFINE_integer('batch', 1, 'Rows.')
+flags.DEFINE_integer('passes', 9, 'Timed passes (alternating order).')
+flags.DEFINE_string('variants', '', "XLA compiler options timed beside the default: 'name:key=value,...;name2:...'.")
+flags.DEFINE_boolean('profile', False, 'Add the per-kernel breakdown of every program (jax.profiler).')
+FLAGS = flags.FLAGS
+CALLS, SLOTS, SOURCE = 32, 64, 32
+
+
+def parse_variants(spec: str) -> dict[str, dict[str, str]]:
+  """'a:k=v,k2=v2;b:k=v' -> {'default': {}, 'a': {...}, 'b': {...}}."""
+  variants = {'default': {}}
+  for part in filter(None, (p.strip() for p in spec.split(';'))):
+    name, _, options = part.partition(':')
+    pairs = [o.split('=', 1) for o in options.split(',') if o]
+    if not name or not pairs or any(len(p) != 2 for p in pairs):
+      raise ConfigError(f"--variants: {part!r} is not 'name:key=value[,key=value...]'.")
+    variants[name] = dict(pairs)
+  return variants
+
+
+def loop_program(method, positions: int):
+  """fn(params, enc, cache) running CALLS decoder calls on `positions` new slots, each fed the argmax
+  of the one before (so none can be skipped)."""
+  build = decode.method_view(method, LeftToRightScorer, 'pass_cost')
+
+  def run(params, enc, cache):
+    scorer = build(params)
+
+    def body(i, carry):
+      cache, last = carry
+      tokens = jnp.broadcast_to(last[:, None], (last.shape[0], positions))
+      logits, cache = scorer.step_logits(enc, cache, tokens, 8 + i % 4)
+      return cache, argmax(logits)[:, 0]
+    return jax.lax.fori_loop(0, CALLS, body, (cache, jnp.full((FLAGS.batch,), 5, jnp.int32)))
+  return run
+
+
+def kernel_profile(fn, args) -> dict[str, float]:
+  """{kernel kind: microseconds per call} of fn(*args) under jax.profiler (5 calls)."""
+  with tempfile.TemporaryDirectory() as trace_dir:
+    with jax.profiler.trace(trace_dir):
+      for _ in range(5):
+        jax.block_until_ready(fn(*args))
+    events = json.load(gzip.open(glob.glob(os.path.join(trace_dir, '**', '*.trace.json.gz'), recursive=True)[0]))
+  kinds = collections.Counter()
+  for e in events['traceEvents']:
+    name = e.get('name', '')
+    if e.get('ph') != 'X' or 'dur' not in e or not re.match(r'[a-z_\-]+(\.\d+)?$', name) or name.startswith('while'):
+      continue  # thunks only; a while loop's own span holds its body's
+    kinds[re.sub(r'\.\d+$', '', name)] += e['dur'] / 5 / CALLS
+  return dict(kinds.most_common())
+
+
+def main(_):
+  cli.quiet_logs()
+  variants = parse_variants(FLAGS.variants)
+  positions = [int(k) for k in FLAGS.positions]
+  if 1 not in positions:
+    raise ConfigError('--positions must include 1 (the greedy step every cost is divided by).')
+  print('| d_model | variant | ' + ' | '.join(f'{k} positions: ms (greedy steps)' for k in positions) + ' |')
+  print('|---|---|' + '---|' * len(positions))
+  for size in map(int, FLAGS.sizes):
+    _, method = sized_models.sized_method('at_bible_tiny', size)
+    params = sized_models.random_params(method, 0)
+    scorer = decode.method_view(method, LeftToRightScorer, 'pass_cost')(params)
+    src = jnp.asarray(np.tile(np.arange(5, 5 + SOURCE, dtype=np.int32), (FLAGS.batch, 1)))
+    enc = jax.jit(scorer.encode)(src)
+    cache = scorer.init_cache(enc, SLOTS)
+    args = (params, enc, cache)
+    programs = {}
+    for name, options in variants.items():
+      for k in positions:
+        programs[name, k] = jax.jit(loop_program(method, k)).lower(*args).compile(options)
+    outs = {key: jax.block_until_ready(fn(*args)) for key, fn in programs.items()}
+    for (name, k), out in outs.items():
+      if not all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(out),
+                                                      jax.tree_util.tree_leaves(outs['default', k]))):
+        print(f'  note: variant {name} at {k} positions changes the outputs')
+    times = {key: [] for key in programs}
+    for p in range(FLAGS.passes):
+      for key in (list(programs) if p % 2 == 0 else list(programs)[::-1]):
+        times[key].append(timed(lambda: programs[key](*args))[1] / CALLS)
+    med = {key: float(np.median(t)) for key, t in times.items()}
+    for name in variants:
+      step = med['default', 1]
+      cells = [f'{1e3 * med[name, k]:.3f} ({med[name, k] / step:.2f})' for k in positions]
+      print(f'| {size} | {name} | ' + ' | '.join(cells) + ' |', flush=True)
+    if FLAGS.profile:
+      for k in positions:
+        kinds = kernel_profile(programs['default', k], args)
+        top = ', '.join(f'{kind} {us:.0f}' for kind, us in list(kinds.items())[:8])
+        print(f'  d={size}, {k} positions, us per call by kernel kind (profiled): '
+              f'total {sum(kinds.values()):.0f}: {top}')
+  print(f'\nbatch {FLAGS.batch}, {CALLS} calls per loop, {SLOTS}-slot cache, {SOURCE}-piece source; '
+        f'machine: {machine()}')
+
+
+if __name__ == '__main__':
+  cli.run_command(main)

@@ -1,0 +1,199 @@
+"""Speed at size; quality from the d=128 runs: every method's default decoder at d = 128, 256 and 512,
+with random weights, beside our AT greedy and CTranslate2 (float32 and int8, one thread and every core).
+
+  python -m benchmarks.size_sweep [--sizes=128,256,512] [--batch_sizes=1,64] [--passes=5] \
+      [--out_len=37] [--ct2] [--json=OUT.json]
+
+Why random weights: what a decoder call costs does not depend on the weights, only on the shapes
+and on how many steps / passes it runs, and no trained model exists above d=128 yet. What depends
+on the weights is fixed from the trained d=128 runs instead (docs/benchmarks.md §14 says which):
+
+  output length  every left-to-right decoder (greedy, the IBDecoder family, HRT's Skip-AT, drafted)
+                 and Mask-Predict run with max_len = --out_len, the mean length (incl. EOS) of
+                 at_bible_tiny's greedy output on the Acts test set (36.81, docs §9), so every row
+                 writes the same number of tokens; random weights never emit EOS before it (each
+                 row's measured steps are printed and checked). The DA-Transformer's cost is its
+                 graph (lambda x the source width), not the output length.
+  acceptance     drafted decoding (exact, the AT verifier) with a free draft: a perfect one (the
+                 verifier's own greedy output: the ceiling), and one that finalises --acceptance
+                 tokens per pass (1.43: the DAT re-drafter on the tiny runs, docs §9.4), made from
+                 the greedy output by corrupting tokens so that gaps of 1 and 2 tokens alternate as
+                 floor((j + 1) a) - floor(j a). Its output is checked equal to greedy's. The drafter's
+                 own cost is not in these rows (the DAT row is what a DAT drafter costs once).
+
+Sources are real: the Acts test sentences in a 4,000-piece sentencepiece vocabulary (the Bible
+recipes'; --tokenizer, else one trained on the Bible's training split into a scratch directory).
+Batch 1: the sentence of median length; batch B: the B sentences around the median length, one
+batch padded to the longest. Model shapes per size: `SIZES` (128: the tiny recipes' E3D2, 256: the
+mid-size recipes' E6D2, 512: Transformer-base E6D6), each method's options from its Bible recipe.
+
+Timing: per size and batch size, every row compiles first (untimed), then --passes passes time every
+row once each (the order reversed every other pass); reported: median ms per call, sentences/s, and
+the row's speed over AT greedy computed within each pass: median (min-max over passes). The encoder
+alone is timed too, so that "ms per pass" (drafted) and "ms per step" (greedy) exclude it: their
+ratio is what one verification pass costs in greedy steps.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import types
+from typing import Any
+
+from absl import flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks.sized_models import (SIZES, VOCAB, corrupt, decoder_fn, random_params, sized_method, source_batch,
+                                     steps_of)
+from nat_jax import cli, decode
+from nat_jax.data import load_or_train_tokenizer, load_split
+from nat_jax.data.tokenizer import TOKENIZER_FILE
+from nat_jax.decode.interfaces import LeftToRightScorer
+from nat_jax.errors import ConfigError
+from nat_jax.files import write_atomic
+from nat_jax.timing import machine, timed
+from nat_jax.translation import encode_sources
+
+flags.DEFINE_list('sizes', ['128', '256', '512'], 'd_model of each size (keys of SIZES).')
+flags.DEFINE_list('batch_sizes', ['1', '64'], 'Sentences per call.')
+flags.DEFINE_integer('passes', 5, 'Timed passes over the rows (alternating order).')
+flags.DEFINE_integer('out_len', 37, 'Output tokens (incl. EOS) every left-to-right row writes: the trained '
+                     'tiny AT greedy mean on Acts (36.81, docs/benchmarks.md §9).')
+flags.DEFINE_float('acceptance', 1.43, 'Tokens per pass of the imperfect free draft (the DAT re-drafter on '
+                   'the tiny runs, docs/benchmarks.md §9.4).')
+flags.DEFINE_list('rows', [], 'Only these rows (labels of ROWS; default: all).')
+flags.DEFINE_boolean('ct2', True, 'Add CTranslate2 rows (the ct2 extra): float32 and int8, 1 thread and every core.')
+flags.DEFINE_string('tokenizer', '', 'A 4,000-piece spm.model (default: train one on the Bible training split).')
+flags.DEFINE_string('json', '', 'Also write the results here (JSON).')
+flags.DEFINE_integer('seed', 0, 'Seed of the random weights.')
+FLAGS = flags.FLAGS
+
+# (label, recipe, decoder, options, draft): draft 'perfect' / 'acceptance' for the drafted rows.
+ROWS = [
+    ('AT greedy', 'at_bible_tiny', 'greedy', {}, None),
+    ('AT beam 4', 'at_bible_tiny', 'beam', {}, None),
+    ('DAT dag_lookahead', 'dat_bible_tiny', 'dag_lookahead', {}, None),
+    ('HRT hrt (k=2)', 'hrt_bible_tiny', 'hrt', {}, None),
+    ('IBDecoder greedy', 'ibdec_bible_tiny', 'greedy', {}, None),
+    ('SA greedy', 'sa_bible_tiny', 'greedy', {}, None),
+    ('IBDecoder+SA greedy', 'ibsa_bible_tiny', 'greedy', {}, None),
+    ('IMDecoder greedy', 'imdec_bible_tiny', 'greedy', {}, None),
+    ('CMLM mask_predict (I=10, l=5)', 'cmlm_bible_tiny', 'mask_predict', {}, None),
+    ('AT drafted (perfect free draft) block 4', 'at_bible_tiny', 'drafted', {'block': 4}, 'perfect'),
+    ('AT drafted (perfect free draft) block 8', 'at_bible_tiny', 'drafted', {'block': 8}, 'perfect'),
+    ('AT drafted (free draft at the measured acceptance) block 4', 'at_bible_tiny', 'drafted', {'block': 4},
+     'acceptance'),
+]
+CT2_ROWS = [(q, t) for q in ('float32', 'int8') for t in (1, 0)]  # threads 0: every core
+
+def ct2_fn(method, config, params, tokenizer, quantization: str, threads: int, out_len: int, scratch: str):
+  """fn(params, src, draft) -> DecodeOutput of the AT exported to CTranslate2 (`threads` 0: every core)."""
+  from nat_jax.ct2 import ct2_decode_fn, export_ctranslate2
+  model_dir = os.path.join(scratch, f'ct2_{config.model.d_model}_{quantization}')
+  if not os.path.isdir(model_dir):
+    run = types.SimpleNamespace(config=config, method=method, params=params, tokenizer=tokenizer, meta=[])
+    export_ctranslate2(run, model_dir, quantization)
+  fn = ct2_decode_fn(model_dir, intra_threads=threads or os.cpu_count() or 1, max_len=out_len)
+  return lambda params_, src, tokens: fn(None, np.asarray(src))
+
+
+def measure_size(size: int, seqs, tokenizer, scratch: str) -> list[dict[str, Any]]:
+  """Every row at `size` and every batch size: timings and per-pass ratios to AT greedy."""
+  rows = [r for r in ROWS if not FLAGS.rows or r[0] in FLAGS.rows]
+  built: dict[str, Any] = {}
+  for _, recipe, *_ in rows:
+    if recipe not in built:
+      config, method = sized_method(recipe, size)
+      built[recipe] = (config, method, random_params(method, FLAGS.seed))
+  config, method, at_params = built['at_bible_tiny']
+  scorer = decode.method_view(method, LeftToRightScorer, 'size_sweep')
+  encode = jax.jit(lambda p, src: scorer(p).encode(src))
+  fns = {label: (decoder_fn(built[recipe][1], name, options, draft, FLAGS.out_len), built[recipe][2], draft)
+         for label, recipe, name, options, draft in rows}
+  if FLAGS.ct2:
+    for quantization, threads in CT2_ROWS:
+      label = f'CTranslate2 greedy {quantization} {threads or os.cpu_count()} thread(s)'
+      fns[label] = (ct2_fn(method, config, at_params, tokenizer, quantization, threads, FLAGS.out_len, scratch),
+                    at_params, None)
+  results = []
+  for batch in map(int, FLAGS.batch_sizes):
+    src = jnp.asarray(source_batch(seqs, batch))
+    greedy = fns['AT greedy'][0](at_params, src, None)
+    perfect = np.asarray(greedy.tokens)
+    drafts = {None: None, 'perfect': jnp.asarray(perfect),
+              'acceptance': jnp.asarray(corrupt(perfect, FLAGS.acceptance))}
+    outs = {label: timed(lambda: fn(params, src, drafts[draft]))[0] for label, (fn, params, draft) in fns.items()}
+    for label, (_, _, draft) in fns.items():
+      if draft is not None and not np.array_equal(np.asarray(outs[label].tokens), perfect):
+        raise AssertionError(f'{label}: exact drafted decoding did not return the greedy output.')
+    times = {label: [] for label in fns}
+    enc_times = []
+    for p in range(FLAGS.passes):
+      order = list(fns) if p % 2 == 0 else list(fns)[::-1]
+      for label in order:
+        fn, params, draft = fns[label]
+        times[label].append(timed(lambda: fn(params, src, drafts[draft]))[1])
+      enc_times.append(timed(lambda: encode(at_params, src))[1])
+    base = np.asarray(times['AT greedy'])
+    t_enc = float(np.median(enc_times))
+    greedy_steps = steps_of(outs['AT greedy'])
+    step_ms = 1e3 * (float(np.median(base)) - t_enc) / greedy_steps
+    for label in fns:
+      t = np.asarray(times[label])
+      ratio = base / t
+      aux = outs[label].aux
+      row = {'size': size, 'batch': batch, 'row': label, 'ms': 1e3 * float(np.median(t)),
+             'sentences_per_s': batch / float(np.median(t)), 'speed_vs_at_greedy': float(np.median(ratio)),
+             'speed_min': float(ratio.min()), 'speed_max': float(ratio.max()), 'steps': steps_of(outs[label]),
+             'source_width': int(src.shape[1]), 'encoder_ms': 1e3 * t_enc}
+      if 'iterations' in aux and fns[label][2] is not None:
+        passes = float(np.max(np.asarray(aux['passes'])))
+        row['passes'] = passes
+        row['tokens_per_pass'] = row['steps'] / float(np.mean(np.asarray(aux['iterations'])))
+        row['pass_in_greedy_steps'] = (1e3 * (float(np.median(t)) - t_enc) / passes) / step_ms
+      results.append(row)
+      print(format_row(row), flush=True)
+  return results
+
+
+def format_row(r: dict) -> str:
+  extra = ''
+  if 'passes' in r:
+    extra = f" | {r['tokens_per_pass']:.2f} tokens/pass, pass = {r['pass_in_greedy_steps']:.2f} greedy steps"
+  return (f"| {r['size']} | {r['batch']} | {r['row']} | {r['ms']:.2f} | {r['sentences_per_s']:.1f} | "
+          f"{r['speed_vs_at_greedy']:.2f}x ({r['speed_min']:.2f}-{r['speed_max']:.2f}) | {r['steps']:.1f}{extra} |")
+
+
+def main(_):
+  cli.quiet_logs()
+  sizes = [int(s) for s in FLAGS.sizes]
+  unknown = [s for s in sizes if s not in SIZES]
+  if unknown:
+    raise ConfigError(f'--sizes: no shapes for {unknown}; known: {sorted(SIZES)}.')
+  data_cfg = cli.load_recipe(cli.recipe_path('at_bible_tiny')).data
+  with tempfile.TemporaryDirectory() as scratch:
+    if FLAGS.tokenizer:
+      tokenizer = load_or_train_tokenizer(FLAGS.tokenizer, (), VOCAB)
+    else:
+      train = load_split(data_cfg, 'train')
+      texts = (t for e in train for t in (e.source, e.references[0]))
+      tokenizer = load_or_train_tokenizer(os.path.join(scratch, TOKENIZER_FILE), texts, VOCAB)
+    seqs = encode_sources([e.source for e in load_split(data_cfg, 'test')], tokenizer, 128, warn=False)
+    print('Speed at size; quality from the d=128 runs (random weights; docs/benchmarks.md §14).')
+    print(f'output length {FLAGS.out_len} tokens per row, free-draft acceptance {FLAGS.acceptance} tokens/pass\n')
+    print('| d_model | batch | row | ms per call | sentences/s | speed vs AT greedy, median (min-max) | '
+          'tokens per row (mean) |')
+    print('|---|---|---|---|---|---|---|')
+    results = []
+    for size in sizes:
+      results += measure_size(size, seqs, tokenizer, scratch)
+      if FLAGS.json:
+        write_atomic(FLAGS.json, json.dumps({'machine': machine(), 'rows': results}, indent=1) + '\n')
+  print(f'\nmachine: {machine()}')
+
+
+if __name__ == '__main__':
+  cli.run_command(main)

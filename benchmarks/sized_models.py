@@ -1,0 +1,91 @@
+"""Our models at the sizes users run, with random weights, and the decoders the speed benchmarks time
+(benchmarks.size_sweep, benchmarks.pass_cost, benchmarks.argmax_speed): one place for the shapes, the
+weights, the sources and the drafts they share. What a decoder call costs depends on the shapes and
+on how many steps it runs, not on the weights.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nat_jax import cli, decode
+from nat_jax.core.tokens import EOS_ID, MASK_ID
+from nat_jax.decode.drafted import drafted_decode
+from nat_jax.decode.interfaces import LeftToRightScorer
+from nat_jax.errors import ConfigError
+from nat_jax.methods import get_method
+
+VOCAB = 4000
+SIZES = {
+    128: dict(d_model=128, num_heads=4, d_ff=512, enc_layers=3, dec_layers=2),    # the tiny recipes
+    256: dict(d_model=256, num_heads=4, d_ff=1024, enc_layers=6, dec_layers=2),   # configs/at_bible_mid.py
+    512: dict(d_model=512, num_heads=8, d_ff=2048, enc_layers=6, dec_layers=6),   # Transformer-base
+}
+
+LENGTH_FREE = {'dag_lookahead'}  # decoders whose cost is set by the source, not by max_len
+
+
+def sized_method(recipe: str, size: int):
+  """The recipe's method at `size` (SIZES' shapes, VOCAB pieces, no dropout)."""
+  config = cli.load_recipe(cli.recipe_path(recipe))
+  config.model.update(dropout=0.0, **SIZES[size])
+  config.vocab_size = VOCAB
+  config.init_from = ''
+  return config, get_method(config, VOCAB)
+
+
+def random_params(method, seed: int):
+  """The method's initial parameters (random: what a call costs does not depend on them)."""
+  batch = {'source': jnp.ones((1, 8), jnp.int32), 'target': jnp.ones((1, 8), jnp.int32)}
+  return method.init_params(jax.random.PRNGKey(seed), batch)
+
+
+def source_batch(seqs: list[list[int]], rows: int) -> np.ndarray:
+  """i32[rows, S]: the `rows` sentences around the median length, padded to the longest (multiple of 8)."""
+  order = np.argsort([len(s) for s in seqs], kind='stable')
+  start = max(0, min(len(seqs) - rows, len(seqs) // 2 - rows // 2))
+  chosen = [seqs[i] for i in order[start:start + rows]]
+  width = -(-max(len(s) for s in chosen) // 8) * 8
+  out = np.zeros((rows, width), np.int32)
+  for r, s in enumerate(chosen):
+    out[r, :len(s)] = s
+  return out
+
+
+def corrupt(tokens: np.ndarray, acceptance: float, vocab: int = VOCAB) -> np.ndarray:
+  """A draft of `tokens` i32[B, T] (the verifier's greedy output) from which exact drafted decoding
+  (update='draft', block >= acceptance) finalises `acceptance` tokens per pass: the last token of
+  every gap wrong (EOS kept), gaps floor((j + 1) a) - floor(j a) tokens."""
+  if acceptance < 1:
+    raise ConfigError(f'--acceptance={acceptance}: a pass finalises at least one token.')
+  ends = np.floor(np.arange(1, tokens.shape[1] + 1) * acceptance).astype(int) - 1  # last token of gap j
+  wrong = np.zeros(tokens.shape[1], bool)
+  wrong[ends[ends < tokens.shape[1]]] = True
+  replaced = np.where(tokens + 1 >= vocab, MASK_ID + 1, tokens + 1)
+  return np.where(wrong[None] & (tokens != EOS_ID) & (tokens > 0), replaced, tokens).astype(np.int32)
+
+
+def decoder_fn(method, name: str, options: dict, draft: Optional[str], out_len: int) -> Callable:
+  """fn(params, src, draft) -> DecodeOutput, jitted: the registered decoder (max_len = out_len unless
+  its cost does not depend on it), or drafted decoding of a given draft (update='draft')."""
+  if draft is not None:
+    build = decode.method_view(method, LeftToRightScorer, 'sized_models')
+    return jax.jit(lambda params, src, tokens: drafted_decode(build(params), src, tokens, update='draft',
+                                                              max_len=out_len, **options))
+  options = decode.parse_options(name, {k: str(v) for k, v in options.items()})
+  if name not in LENGTH_FREE:
+    options['max_len'] = out_len
+  decode.check_decoder(method, name, options)
+  fn, extra = decode.decode_program(method, name, options)
+  jitted = jax.jit(fn)
+  return lambda params, src, tokens: jitted(params, extra, src)
+
+
+def steps_of(out) -> float:
+  """Mean output tokens per row incl. EOS: the decoder's own count, else the non-zero tokens."""
+  if 'steps' in out.aux:
+    return float(np.mean(np.asarray(out.aux['steps'])))
+  return float(np.mean(np.sum(np.asarray(out.tokens) > 0, axis=1)))
