@@ -85,7 +85,9 @@ def decoder_fn(method, name: str, options: dict, draft: Optional[str], out_len: 
 
 
 def steps_of(out) -> float:
-  """Mean output tokens per row incl. EOS: the decoder's own count, else the non-zero tokens."""
-  if 'steps' in out.aux:
-    return float(np.mean(np.asarray(out.aux['steps'])))
+  """Mean output tokens per row: the decoder's own count (`length`: HRT, DAG, Mask-Predict; `steps`:
+  left-to-right decoders, incl. EOS), else the non-zero tokens."""
+  for key in ('length', 'steps'):
+    if key in out.aux:
+      return float(np.mean(np.asarray(out.aux[key])))
   return float(np.mean(np.sum(np.asarray(out.tokens) > 0, axis=1)))
