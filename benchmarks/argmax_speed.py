@@ -23,7 +23,7 @@ from benchmarks import sized_models
 from nat_jax import cli
 from nat_jax.core.reduce import max_and_argmax
 from nat_jax.decode import greedy
-from nat_jax.timing import machine, timed
+from nat_jax.timing import alternated, machine
 
 flags.DEFINE_list('sizes', ['128', '256'], 'd_model of each size (benchmarks.sized_models.SIZES).')
 flags.DEFINE_list('batch_sizes', ['1', '64'], 'Rows.')
@@ -55,15 +55,6 @@ def alone(fn):
   return jax.jit(loop)
 
 
-def alternate(calls: dict, passes: int) -> dict:
-  """{name: seconds per pass} of the calls timed in turn, the order reversed every other pass."""
-  times = {name: [] for name in calls}
-  for p in range(passes):
-    for name in (list(calls) if p % 2 == 0 else list(calls)[::-1]):
-      times[name].append(timed(calls[name])[1])
-  return {name: np.asarray(t) for name, t in times.items()}
-
-
 def report(label: str, times: dict, per_call: float = 1.0):
   before, after = times['jnp.argmax'], times['core.reduce']
   ratio = before / after
@@ -82,7 +73,7 @@ def main(_):
     outs = {name: np.asarray(fn(x)) for name, fn in fns.items()}
     assert np.array_equal(outs['jnp.argmax'], outs['core.reduce'])
     calls = {name: (lambda f=fn: f(x)) for name, fn in fns.items()}
-    report(f'argmax over [{rows}, {sized_models.VOCAB}], per argmax', alternate(calls, FLAGS.passes), LOOP)
+    report(f'argmax over [{rows}, {sized_models.VOCAB}], per argmax', alternated(calls, FLAGS.passes), LOOP)
   for size in map(int, FLAGS.sizes):
     _, method = sized_models.sized_method('at_bible_tiny', size)
     params = sized_models.random_params(method, 0)
@@ -95,7 +86,7 @@ def main(_):
       got = after(params, src, None)
       assert np.array_equal(np.asarray(want.tokens), np.asarray(got.tokens))
       calls = {'jnp.argmax': lambda: before(params, src, None), 'core.reduce': lambda: after(params, src, None)}
-      report(f'greedy decoder, d={size}, batch {rows}, 37 tokens', alternate(calls, FLAGS.passes))
+      report(f'greedy decoder, d={size}, batch {rows}, 37 tokens', alternated(calls, FLAGS.passes))
   print(f'\nmachine: {machine()}')
 
 

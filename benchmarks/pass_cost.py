@@ -17,6 +17,7 @@ calls; fusions by their root op): microseconds per call, which is where a k-row 
 from __future__ import annotations
 
 import collections
+import functools
 import glob
 import gzip
 import json
@@ -34,7 +35,7 @@ from nat_jax import cli, decode
 from nat_jax.core.reduce import argmax
 from nat_jax.decode.interfaces import LeftToRightScorer
 from nat_jax.errors import ConfigError
-from nat_jax.timing import machine, timed
+from nat_jax.timing import alternated, machine
 
 flags.DEFINE_list('sizes', ['128', '256', '512'], 'd_model of each size (benchmarks.sized_models.SIZES).')
 flags.DEFINE_list('positions', ['1', '4', '8'], 'Positions per call (1: a greedy step).')
@@ -116,11 +117,8 @@ def main(_):
       if not all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(out),
                                                       jax.tree_util.tree_leaves(outs['default', k]))):
         print(f'  note: variant {name} at {k} positions changes the outputs')
-    times = {key: [] for key in programs}
-    for p in range(FLAGS.passes):
-      for key in (list(programs) if p % 2 == 0 else list(programs)[::-1]):
-        times[key].append(timed(lambda: programs[key](*args))[1] / CALLS)
-    med = {key: float(np.median(t)) for key, t in times.items()}
+    times = alternated({key: functools.partial(fn, *args) for key, fn in programs.items()}, FLAGS.passes)
+    med = {key: float(np.median(t)) / CALLS for key, t in times.items()}
     for name in variants:
       step = med['default', 1]
       cells = [f'{1e3 * med[name, k]:.3f} ({med[name, k] / step:.2f})' for k in positions]

@@ -35,6 +35,7 @@ ratio is what one verification pass costs in greedy steps.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -54,7 +55,7 @@ from nat_jax.data.tokenizer import TOKENIZER_FILE
 from nat_jax.decode.interfaces import LeftToRightScorer
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
-from nat_jax.timing import machine, timed
+from nat_jax.timing import alternated, machine, timed
 from nat_jax.translation import encode_sources
 
 flags.DEFINE_list('sizes', ['128', '256', '512'], 'd_model of each size (keys of SIZES).')
@@ -87,6 +88,7 @@ ROWS = [
     ('AT drafted (free draft at the measured acceptance) block 4', 'at_bible_tiny', 'drafted', {'block': 4},
      'acceptance'),
 ]
+ENCODER = 'AT encoder alone'  # timed beside the rows: what "ms per pass / step" leave out
 CT2_ROWS = [(q, t) for q in ('float32', 'int8') for t in (1, 0)]  # threads 0: every core
 
 def ct2_fn(method, config, params, tokenizer, quantization: str, threads: int, out_len: int, scratch: str):
@@ -129,20 +131,14 @@ def measure_size(size: int, seqs, tokenizer, scratch: str) -> list[dict[str, Any
     for label, (_, _, draft) in fns.items():
       if draft is not None and not np.array_equal(np.asarray(outs[label].tokens), perfect):
         raise AssertionError(f'{label}: exact drafted decoding did not return the greedy output.')
-    times = {label: [] for label in fns}
-    enc_times = []
-    for p in range(FLAGS.passes):
-      order = list(fns) if p % 2 == 0 else list(fns)[::-1]
-      for label in order:
-        fn, params, draft = fns[label]
-        times[label].append(timed(lambda: fn(params, src, drafts[draft]))[1])
-      enc_times.append(timed(lambda: encode(at_params, src))[1])
-    base = np.asarray(times['AT greedy'])
-    t_enc = float(np.median(enc_times))
+    calls = {label: functools.partial(fn, params, src, drafts[draft]) for label, (fn, params, draft) in fns.items()}
+    times = alternated({**calls, ENCODER: functools.partial(encode, at_params, src)}, FLAGS.passes)
+    base = times['AT greedy']
+    t_enc = float(np.median(times[ENCODER]))
     greedy_steps = steps_of(outs['AT greedy'])
     step_ms = 1e3 * (float(np.median(base)) - t_enc) / greedy_steps
     for label in fns:
-      t = np.asarray(times[label])
+      t = times[label]
       ratio = base / t
       aux = outs[label].aux
       row = {'size': size, 'batch': batch, 'row': label, 'ms': 1e3 * float(np.median(t)),

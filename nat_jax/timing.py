@@ -29,6 +29,17 @@ def median_timed(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> tu
   return out, float(np.median(times))
 
 
+def alternated(calls: dict[Any, Callable[[], Any]], passes: int) -> dict[Any, np.ndarray]:
+  """{name: seconds of each pass} of `calls` timed in turn, once per pass, the order reversed every
+  other pass (so a host that drifts during the run slows every call alike): what the side-by-side
+  benchmarks compute their per-pass ratios from."""
+  times = {name: [] for name in calls}
+  for p in range(passes):
+    for name in (list(calls) if p % 2 == 0 else list(calls)[::-1]):
+      times[name].append(timed(calls[name])[1])
+  return {name: np.asarray(t) for name, t in times.items()}
+
+
 def machine() -> str:
   """The host, its cores, JAX version, device and today's date: the line every benchmark prints."""
   device = jax.devices()[0]

@@ -86,8 +86,9 @@ def _joint_viterbi_path(log_trans: jax.Array, best: jax.Array, graph_lengths: ja
   num = jnp.arange(1, size + 1, dtype=jnp.float32)[:, None]  # [L, 1]
   normed = jnp.where(final > IMPOSSIBLE, final / num ** beta, -jnp.inf)  # [L, B]
   found = jnp.any(final > IMPOSSIBLE, axis=0)  # [B]
-  length = jnp.where(found, argmax(normed, axis=0) + 1, 0).astype(jnp.int32)
-  return viterbi_backtrace(delta, trans, last, length), length, jnp.where(found, jnp.max(normed, axis=0), -jnp.inf)
+  top, best_m = max_and_argmax(normed, axis=0)  # [B]
+  length = jnp.where(found, best_m + 1, 0).astype(jnp.int32)
+  return viterbi_backtrace(delta, trans, last, length), length, jnp.where(found, top, -jnp.inf)
 
 
 def joint_viterbi(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax.Array,
@@ -131,8 +132,9 @@ def greedy_path(graphs: GraphPredictor, src) -> tuple[jax.Array, jax.Array, jax.
   path = follow_argmax(log_trans, bonus, lengths_g)  # [B, L]
   on_path = jnp.take_along_axis(graph.hidden, jnp.maximum(path, 0)[:, :, None], axis=1)  # [B, K, D]
   log_probs = graphs.vertex_log_probs(on_path)  # [B, K, V]
-  tokens = jnp.where(path >= 0, argmax(log_probs), 0)  # [B, K]
-  score = _path_score(log_trans, path) + jnp.sum(jnp.where(path >= 0, jnp.max(log_probs, axis=-1), 0.0), axis=1)
+  top, token = max_and_argmax(log_probs)  # [B, K]
+  tokens = jnp.where(path >= 0, token, 0)
+  score = _path_score(log_trans, path) + jnp.sum(jnp.where(path >= 0, top, 0.0), axis=1)
   return path, tokens, score
 
 
