@@ -5,3 +5,12 @@ if sys.argv[:1] == ['-m']:  # Python is locating a `python -m nat_jax.<command>`
   from nat_jax import hugepages
   hugepages.reexec_command_line()  # returns only when the process keeps running as started
   del sys.modules['nat_jax.hugepages']  # `python -m nat_jax.hugepages` then runs as a fresh __main__
+
+
+def __getattr__(name):
+  """`from nat_jax import Translator` (the public Python API), imported on first use so that
+  `import nat_jax` stays light."""
+  if name in ('Translator', 'Translation'):
+    from nat_jax import translator
+    return getattr(translator, name)
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -49,10 +49,11 @@ from nat_jax import cli, ct2, decode, hugepages
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.models.transformer import DTYPES
-from nat_jax.runs import Run, load_run
+from nat_jax.runs import Run
 from nat_jax.scoring import reference_view
 from nat_jax.timing import machine, timed
 from nat_jax.translation import encode_sources, source_lengths, translate_texts
+from nat_jax.translator import Translator
 from nat_jax.errors import ConfigError
 
 FLAGS = flags.FLAGS
@@ -127,9 +128,10 @@ def default_decoders(run: Run) -> tuple[str, ...]:
   return tuple(names)
 
 
-def build_row(run: Run, entry: Entry, spec: str, scratch: str) -> tuple[Callable, dict[str, Any]]:
-  """(decode fn, options) of one decoder spec of a run: a registered decoder, or a peer engine serving
-  the same run (nat_jax.ct2.PEERS: exported into `scratch` first)."""
+def build_row(translator: Translator, entry: Entry, spec: str, scratch: str) -> tuple[Callable, dict[str, Any]]:
+  """(decode fn, options) of one decoder spec of a run: a registered decoder (built by the run's
+  Translator), or a peer engine serving the same run (nat_jax.ct2.PEERS: exported into `scratch` first)."""
+  run = translator.run
   name, overrides = parse_decoder(spec)
   if name in ct2.PEERS:
     if run.method.name != 'at' or entry.dtype != 'float32':
@@ -138,7 +140,7 @@ def build_row(run: Run, entry: Entry, spec: str, scratch: str) -> tuple[Callable
                         f'@{entry.dtype}.')
     options = ct2.peer_options(name, overrides)
     return ct2.peer_decode_fn(run, entry.workdir, options, os.path.join(scratch, entry.label)), options
-  return decode.build_decoder(run.method, name, overrides, tokenizer=run.tokenizer, load_run=load_run)
+  return translator.decoder_for(name, overrides)
 
 
 # --- measuring one decoder -----------------------------------------------------------------------
@@ -313,7 +315,8 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
   start = time.time()
   with tempfile.TemporaryDirectory(prefix='nat_jax_benchmark_') as scratch:  # exported peer models, removed on any exit
     for entry in entries:
-      run = load_run(entry.workdir, which, average, entry.dtype)
+      translator = Translator(entry.workdir, checkpoint=which, average=average, dtype=entry.dtype)
+      run = translator.run
       these = load_split(run.config.data, split)[:max_sentences or None]
       if sources is None:
         examples, sources = these, [e.source for e in these]
@@ -321,7 +324,7 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
         raise ConfigError(f'{entry.workdir}: its {split} split differs from the first run\'s; the benchmark compares '
                          'runs on one test set.')
       specs = entry.decoders or default_decoders(run)
-      built = [build_row(run, entry, spec, scratch) for spec in specs]  # a view the method lacks: here
+      built = [build_row(translator, entry, spec, scratch) for spec in specs]  # a view the method lacks: here
       for spec, (decode_fn, options) in zip(specs, built):
         name = parse_decoder(spec)[0]
         label = f'{entry.label}:{spec}'

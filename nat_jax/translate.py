@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 from absl import flags
 
-from nat_jax import cli, decode, hugepages
+from nat_jax import cli, hugepages
 from nat_jax.files import atomic_output
 from nat_jax.models.transformer import DTYPES
-from nat_jax.runs import load_run
-from nat_jax.translation import translate_texts
+from nat_jax.translator import Translator
 
 FLAGS = flags.FLAGS
 DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
@@ -67,11 +66,12 @@ def define_flags():
   flags.DEFINE_integer('chunk_lines', 4096, 'Lines read and translated at a time (bounds memory on big inputs).')
 
 
-def translate_stream(run, decode_fn, source, sink, batch_size: int, chunk_lines: int, describe: str):
-  """Every line of the binary stream `source` translated, one line each, to the text stream `sink`."""
+def translate_stream(translate: Callable[..., list[str]], source, sink, chunk_lines: int, describe: str):
+  """Every line of the binary stream `source` translated, one line each, to the text stream `sink`;
+  `translate(lines, first_line=n)` as `Translator.translate`."""
   done, t0 = 0, time.time()
   for chunk in chunks(read_lines(source), chunk_lines):
-    outputs, _ = translate_texts(run, chunk, decode_fn, batch_size, first_line=done + 1)
+    outputs = translate(chunk, first_line=done + 1)
     sink.writelines(line + '\n' for line in outputs)
     sink.flush()
     done += len(chunk)
@@ -85,12 +85,13 @@ def main(argv):
     cli.check_input_file(FLAGS.input, 'input')
   if FLAGS.output:
     cli.check_output_file(FLAGS.output, 'output')
-  run, (decode_fn, options) = cli.cli_prologue(
+  translator = cli.cli_prologue(
       argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
-      lambda run: decode.build_decoder(run.method, FLAGS.decoder, DECODER_OVERRIDES, run.tokenizer, load_run),
-      FLAGS.dtype)
-  work = lambda source, sink: translate_stream(run, decode_fn, source, sink, FLAGS.batch_size, FLAGS.chunk_lines,
-                                               f'decoder {FLAGS.decoder} {options}')
+      lambda run: Translator.from_run(run, FLAGS.decoder, batch_size=FLAGS.batch_size, workdir=FLAGS.workdir,
+                                      **DECODER_OVERRIDES),
+      FLAGS.dtype)[1]
+  work = lambda source, sink: translate_stream(translator.translate, source, sink, FLAGS.chunk_lines,
+                                               f'decoder {translator.decoder} {translator.options}')
   with open(FLAGS.input, 'rb') if FLAGS.input else sys.stdin.buffer as source:
     if FLAGS.output:
       with atomic_output(FLAGS.output, fsync=False) as sink:

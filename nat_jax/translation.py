@@ -51,12 +51,13 @@ def host_value(x) -> np.ndarray:
   return np.asarray(jax.device_get(x))
 
 
-def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int,
-                    first_line: int = 1) -> tuple[list[str], dict[str, np.ndarray]]:
+def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int, first_line: int = 1,
+                    shrink: bool = False) -> tuple[list[str], dict[str, np.ndarray]]:
   """Translate `texts` in order. Returns (translations, aux stats per sentence).
 
   run: a nat_jax.runs.Run (or any object with config, tokenizer, params). Empty / whitespace-only
-  lines translate to ''. `first_line` numbers the lines in warnings. With a run on several devices
+  lines translate to ''. `first_line` numbers the lines in warnings. Batches hold `rows` sentences of
+  one padded width (`shrink`: a partial batch fewer rows; nat_jax.data.inference_batches). With a run on several devices
   (`run.mesh`), each batch's rows are split over the mesh's `data` axis, so every device decodes
   its share, not the whole batch (outputs unchanged; tests/test_aot.py checks every decoder).
   """
@@ -66,7 +67,7 @@ def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int,
   aux_all: dict[str, np.ndarray] = {}
   keep = [i for i, t in enumerate(texts) if t.strip()]
   seqs = encode_sources([texts[i] for i in keep], tok, cfg.max_len, [first_line + i for i in keep])
-  for idx, src in inference_batches(seqs, rows, source_lengths(cfg.max_len)):
+  for idx, src in inference_batches(seqs, rows, source_lengths(cfg.max_len), shrink):
     out = decode_fn(run.params, src if mesh is None or mesh.size == 1 else place_rows(src, mesh))
     tokens = host_value(out.tokens)
     aux = {k: host_value(v) for k, v in out.aux.items()}

@@ -322,16 +322,23 @@ def test_train_batches_process_split():
     data.TrainBatches(pairs, SHAPES, seed=1, process_count=3)
 
 
-def test_inference_batches_cover_every_index_once():
+@pytest.mark.parametrize('shrink', [False, True])
+def test_inference_batches_cover_every_index_once(shrink):
+  """Every sequence once, in a batch of its own padded width (so its neighbours never change the
+  width it is decoded at); with shrink, a width's last batch has the fewest power-of-two rows."""
   rng = np.random.default_rng(0)
   seqs = [list(rng.integers(5, 50, rng.integers(0, 31))) for _ in range(45)]
   lengths = (32, 8, 16)
   seen = []
-  for index, tokens in data.inference_batches(seqs, 8, lengths):
+  per_width = {}
+  for index, tokens in data.inference_batches(seqs, 8, lengths, shrink=shrink):
     assert index.dtype == np.int64 and tokens.dtype == np.int32
-    assert tokens.shape in {(8, 8), (8, 16), (8, 32)}
-    longest = max(len(seqs[i]) for i in index if i >= 0)
-    assert tokens.shape[1] == min(l for l in lengths if l >= longest)
+    real = [i for i in index if i >= 0]
+    per_width.setdefault(tokens.shape[1], []).append((len(index), len(real)))
+    assert tokens.shape[1] in lengths and tokens.shape[0] == (max(1, 2 ** int(np.ceil(np.log2(len(real)))))
+                                                              if shrink else 8)
+    for i in real:  # every row's own width
+      assert tokens.shape[1] == min(l for l in lengths if l >= len(seqs[i]))
     for i, row in zip(index, tokens):
       if i >= 0:
         seen.append(int(i))
@@ -339,6 +346,8 @@ def test_inference_batches_cover_every_index_once():
       else:
         assert not row.any()
   assert sorted(seen) == list(range(len(seqs)))
+  for width, batches in per_width.items():  # full batches, then at most one partial one
+    assert all(real == 8 for _, real in batches[:-1]), (width, batches)
   with pytest.raises(ValueError, match='truncate'):
     list(data.inference_batches([[5] * 33], 8, lengths))
   assert not list(data.inference_batches([], 8, lengths))

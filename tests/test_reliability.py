@@ -178,6 +178,11 @@ def test_translate_bad_input_is_one_error_line(trained_run, args, message):
   assert message in assert_one_error_line(result) and result.stdout == b''
 
 
+def with_decoder(run, decode_fn, rows):
+  """translate_stream's `translate` over a hand-made decode fn."""
+  return lambda lines, first_line=1: translate_texts(run, lines, decode_fn, rows, first_line)[0]
+
+
 def test_failed_translate_keeps_the_existing_output_file(trained_run, tmp_path):
   """An error once decoding has started (here: the second chunk) leaves --output as it was and no
   temporary file; a successful run replaces it."""
@@ -194,10 +199,10 @@ def test_failed_translate_keeps_the_existing_output_file(trained_run, tmp_path):
   output.write_text('earlier translations\n')
   with pytest.raises(RuntimeError, match='decoder failed'):
     with atomic_output(str(output)) as sink:
-      translate_stream(run, failing, io.BytesIO(THREE_LINES * 3), sink, batch_size=2, chunk_lines=4, describe='x')
+      translate_stream(with_decoder(run, failing, 2), io.BytesIO(THREE_LINES * 3), sink, chunk_lines=4, describe='x')
   assert output.read_text() == 'earlier translations\n' and os.listdir(tmp_path) == ['out.txt']
   with atomic_output(str(output)) as sink:
-    translate_stream(run, good, io.BytesIO(THREE_LINES * 3), sink, batch_size=2, chunk_lines=4, describe='x')
+    translate_stream(with_decoder(run, good, 2), io.BytesIO(THREE_LINES * 3), sink, chunk_lines=4, describe='x')
   assert len(output.read_text().split('\n')) == 10
 
 
@@ -232,7 +237,8 @@ def test_control_characters_in_translations_never_break_lines(trained_run):
   assert len(joined.splitlines()) == 5
   assert not any(c in joined.replace('\n', '') for c in '\x00\x1c\x1e\r\x85\u2028\u2029\t')
   sink = io.StringIO()
-  translate_stream(run, forced, io.BytesIO('\n'.join(texts).encode()), sink, batch_size=2, chunk_lines=3, describe='x')
+  translate_stream(with_decoder(run, forced, 2), io.BytesIO('\n'.join(texts).encode()), sink, chunk_lines=3,
+                   describe='x')
   streamed = sink.getvalue()
   assert len(streamed.splitlines()) == 5 and not any(c in streamed for c in '\x00\x1c\x1e\r\x85\u2028\u2029\t')
 

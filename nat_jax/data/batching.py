@@ -236,13 +236,16 @@ class PackedTrainBatches(TrainBatches):
     return out
 
 
-def inference_batches(seqs: Sequence[Sequence[int]], rows: int,
-                      lengths: Sequence[int]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-  """Length-sorted translation batches: (index int64[rows], tokens int32[rows, Lb]).
+def inference_batches(seqs: Sequence[Sequence[int]], rows: int, lengths: Sequence[int],
+                      shrink: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+  """Length-sorted translation batches: (index int64[R], tokens int32[R, Lb]).
 
-  `index` holds positions in `seqs` (-1 for padding rows); Lb is the smallest of `lengths` that
-  fits the batch's longest sequence, so there are at most len(lengths) shapes. Sequences must
-  not exceed max(lengths) (truncate before calling).
+  Lb is the smallest of `lengths` that fits a sequence, and a batch holds only sequences of one Lb:
+  every sentence is decoded at its own padded width whatever else is translated with it, so its
+  output (whose length bound grows with the width) never depends on its batch-mates. `index` holds
+  positions in `seqs` (-1 for padding rows). R = rows, or with `shrink` the smallest power of two
+  that holds a width's last, partial batch (a lone sentence costs one row). Sequences must not
+  exceed max(lengths) (truncate before calling).
   """
   lengths = sorted(lengths)
   sizes = np.array([len(s) for s in seqs], np.int64)
@@ -250,9 +253,20 @@ def inference_batches(seqs: Sequence[Sequence[int]], rows: int,
     raise ValueError(f'Sequence {int(sizes.argmax())} has {sizes.max()} tokens, more than the '
                      f'longest allowed length {lengths[-1]}; truncate inputs first.')
   order = np.argsort(-sizes, kind='stable')  # Longest first: memory problems show up at once.
-  for start in range(0, len(order), rows):
-    index = np.full(rows, -1, np.int64)
-    chunk = order[start:start + rows]
-    index[:len(chunk)] = chunk
-    length = lengths[int(np.searchsorted(lengths, sizes[chunk].max()))]
-    yield index, pad_rows([np.asarray(seqs[i]) if i >= 0 else None for i in index], length)
+  width = np.asarray(lengths)[np.searchsorted(lengths, sizes[order])] if sizes.size else sizes  # [N] per sorted seq
+  starts = np.flatnonzero(np.r_[True, width[1:] != width[:-1]]) if sizes.size else []
+  for begin, end in zip(starts, [*starts[1:], len(order)]):
+    for start in range(begin, end, rows):
+      chunk = order[start:min(start + rows, end)]
+      index = np.full(power_of_two_rows(len(chunk), rows) if shrink else rows, -1, np.int64)
+      index[:len(chunk)] = chunk
+      yield index, pad_rows([np.asarray(seqs[i]) if i >= 0 else None for i in index], int(width[begin]))
+
+
+def power_of_two_rows(n: int, limit: int) -> int:
+  """The smallest power of two >= n, at most `limit`: the rows a batch of n sentences is decoded
+  with when batches shrink (at most log2(limit) + 1 compiled row counts)."""
+  rows = 1
+  while rows < n:
+    rows *= 2
+  return min(rows, limit)

@@ -1,0 +1,196 @@
+"""The translation server under load, beside offline translation of the same sentences.
+
+  python -m benchmarks.serve_load --runs=runs/at_bible_tiny:greedy,runs/dat_bible_tiny:dag_lookahead,\
+runs/hrt_bible_tiny:hrt [--clients=1,8,32,128] [--requests=256] [--soak_seconds=300] [--out=serve_load.json]
+
+For each run:decoder, on its test split (Acts for the Bible recipes):
+- offline, in this process: `Translator.translate` of every sentence at batch 64 (sentences/s, the
+  median of `--passes` after an untimed pass that compiles) and of the first `--latency_sentences`
+  alone (batch 1: p50 / p99 ms);
+- served: `python -m nat_jax.serve` in a process of its own, batching (`--max_batch=64`) and one
+  request at a time (`--max_batch=1`), each loaded by 1, 8, 32 and 128 concurrent clients of ours
+  (asyncio + httpx, one sentence per request, `--requests` requests in all): sentences/s and p50 / p99
+  latency per request; the server compiles every shape before it reports ready (`--warmup=all`) and
+  an untimed round at 32 clients precedes the timing (compiles while timing are counted from /metrics);
+- `--soak_seconds`: the batching server under 32 clients that long, its resident memory at the start
+  and the end of it.
+Ratios: served throughput / offline batch-64 throughput, served p99 at 1 client / offline batch-1 p99.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from absl import flags
+import httpx
+import numpy as np
+
+from nat_jax import cli
+from nat_jax.data import load_split
+from nat_jax.errors import ConfigError
+from nat_jax.timing import machine
+from nat_jax.translator import Translator
+
+flags.DEFINE_list('runs', None, 'run_dir:decoder entries, e.g. runs/at_bible_tiny:greedy.')
+flags.DEFINE_list('clients', ['1', '8', '32', '128'], 'Concurrent client counts.')
+flags.DEFINE_integer('requests', 256, 'Requests (one sentence each) per client count.')
+flags.DEFINE_integer('passes', 3, 'Timed offline batch-64 passes.')
+flags.DEFINE_integer('latency_sentences', 100, 'Sentences translated alone offline (batch-1 latency).')
+flags.DEFINE_integer('soak_seconds', 0, 'Seconds of 32-client load on the batching server for the memory check.')
+flags.DEFINE_float('max_wait_ms', 0.0, 'The batching server\'s --max_wait_ms.')
+flags.DEFINE_string('out', None, 'JSON results file.')
+FLAGS = flags.FLAGS
+
+
+def percentile_ms(seconds: list[float], q: float) -> float:
+  return round(float(np.percentile(np.asarray(seconds) * 1000, q)), 2)
+
+
+def offline(workdir: str, decoder: str, sentences: list[str]) -> dict:
+  """Batch-64 throughput and batch-1 latency of Translator.translate in this process."""
+  translator = Translator(workdir, decoder, batch_size=64)
+  translator.translate(sentences)  # compiles every batch-64 shape
+  times = []
+  for _ in range(FLAGS.passes):
+    t0 = time.perf_counter()
+    translator.translate(sentences)
+    times.append(time.perf_counter() - t0)
+  alone = sentences[:FLAGS.latency_sentences]
+  for s in alone:  # compiles every batch-1 shape
+    translator.translate([s], batch_size=1)
+  latency = []
+  for s in alone:
+    t0 = time.perf_counter()
+    translator.translate([s], batch_size=1)
+    latency.append(time.perf_counter() - t0)
+  return {'batch64_sentences_per_s': round(len(sentences) / float(np.median(times)), 1),
+          'batch64_spread': [round(len(sentences) / max(times), 1), round(len(sentences) / min(times), 1)],
+          'batch1_p50_ms': percentile_ms(latency, 50), 'batch1_p99_ms': percentile_ms(latency, 99)}
+
+
+def free_port() -> int:
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+def start_server(workdir: str, decoder: str, max_batch: int) -> tuple[subprocess.Popen, str]:
+  port = free_port()
+  proc = subprocess.Popen([sys.executable, '-m', 'nat_jax.serve', f'--workdir={workdir}', f'--decoder={decoder}',
+                           f'--port={port}', f'--max_batch={max_batch}', f'--max_wait_ms={FLAGS.max_wait_ms}',
+                           '--max_queue=1000000', '--timeout_s=600', '--warmup=all'], stderr=subprocess.DEVNULL)
+  url = f'http://127.0.0.1:{port}'
+  deadline = time.monotonic() + 900
+  while True:
+    if proc.poll() is not None:
+      raise RuntimeError(f'the server for {workdir} exited with status {proc.returncode}.')
+    try:
+      if httpx.get(url + '/health').status_code == 200:
+        return proc, url
+    except httpx.TransportError:
+      pass
+    if time.monotonic() > deadline:
+      proc.kill()
+      raise RuntimeError(f'the server for {workdir} did not get ready.')
+    time.sleep(0.2)
+
+
+def rss_mib(pid: int) -> float:
+  with open(f'/proc/{pid}/status') as f:
+    for line in f:
+      if line.startswith('VmRSS:'):
+        return round(int(line.split()[1]) / 1024, 1)
+  return float('nan')
+
+
+def compiles(url: str) -> float:
+  for line in httpx.get(url + '/metrics').text.splitlines():
+    if line.startswith('nat_jax_compiles_total '):
+      return float(line.split()[1])
+  return float('nan')
+
+
+async def load(url: str, sentences: list[str], clients: int, requests: int = 0, seconds: float = 0.0) -> dict:
+  """`clients` concurrent clients sending one sentence per request until `requests` are answered (or
+  for `seconds`): sentences/s and per-request latency."""
+  latencies: list[float] = []
+  sent = 0
+  stop_at = time.perf_counter() + seconds if seconds else None
+
+  async def client(c: httpx.AsyncClient):
+    nonlocal sent
+    while (sent < requests) if stop_at is None else (time.perf_counter() < stop_at):
+      text = sentences[sent % len(sentences)]
+      sent += 1
+      t0 = time.perf_counter()
+      r = await c.post('/v1/translate', json={'text': [text]})
+      r.raise_for_status()
+      latencies.append(time.perf_counter() - t0)
+  limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
+  async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as c:
+    t0 = time.perf_counter()
+    await asyncio.gather(*[client(c) for _ in range(clients)])
+    wall = time.perf_counter() - t0
+  return {'sentences_per_s': round(len(latencies) / wall, 1), 'p50_ms': percentile_ms(latencies, 50),
+          'p99_ms': percentile_ms(latencies, 99), 'requests': len(latencies)}
+
+
+def served(workdir: str, decoder: str, sentences: list[str], max_batch: int, levels: list[int]) -> dict:
+  proc, url = start_server(workdir, decoder, max_batch)
+  try:
+    asyncio.run(load(url, sentences, 32, requests=len(sentences)))  # untimed (--warmup=all compiled every shape)
+    out = {}
+    for clients in levels:
+      before = compiles(url)
+      out[str(clients)] = asyncio.run(load(url, sentences, clients, requests=FLAGS.requests))
+      out[str(clients)]['compiles_while_timed'] = compiles(url) - before
+      print(f'  max_batch={max_batch} clients={clients}: {out[str(clients)]}', flush=True)
+    if FLAGS.soak_seconds and max_batch > 1:
+      start = rss_mib(proc.pid)
+      soak = asyncio.run(load(url, sentences, 32, seconds=FLAGS.soak_seconds))
+      out['soak'] = {'seconds': FLAGS.soak_seconds, 'rss_start_mib': start, 'rss_end_mib': rss_mib(proc.pid), **soak}
+      print(f'  soak: {out["soak"]}', flush=True)
+    return out
+  finally:
+    proc.terminate()
+    proc.wait(timeout=120)
+
+
+def main(argv):
+  if not FLAGS.runs:
+    raise ConfigError('--runs=<run_dir:decoder,...> is required.')
+  levels = [int(c) for c in FLAGS.clients]
+  report = {'machine': machine(), 'command': ' '.join(sys.argv), 'rows': {}}
+  print(report['machine'], flush=True)
+  for entry in FLAGS.runs:
+    workdir, _, decoder = entry.rpartition(':')
+    if not workdir:
+      raise ConfigError(f'--runs entry {entry!r}: expected run_dir:decoder.')
+    config = Translator(workdir, decoder, batch_size=1).run.config
+    sentences = [e.source for e in load_split(config.data, 'test') if e.source.strip()]
+    print(f'{entry}: {len(sentences)} test sentences', flush=True)
+    row = {'offline': offline(workdir, decoder, sentences)}
+    print(f'  offline: {row["offline"]}', flush=True)
+    row['batching'] = served(workdir, decoder, sentences, 64, levels)
+    row['one_at_a_time'] = served(workdir, decoder, sentences, 1, levels)
+    base = row['offline']
+    row['ratios'] = {
+        'throughput_vs_offline_b64': {c: round(row['batching'][str(c)]['sentences_per_s']
+                                               / base['batch64_sentences_per_s'], 3) for c in levels},
+        'p99_1_client_vs_offline_b1': round(row['batching'][str(levels[0])]['p99_ms'] / base['batch1_p99_ms'], 3)}
+    print(f'  ratios: {row["ratios"]}', flush=True)
+    report['rows'][entry] = row
+  if FLAGS.out:
+    os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
+    with open(FLAGS.out, 'w') as f:
+      json.dump(report, f, indent=1)
+  print(json.dumps(report['rows'], indent=1))
+
+
+if __name__ == '__main__':
+  cli.run_command(main)

@@ -1,0 +1,161 @@
+"""The public Python API: a trained run loaded once, translating lists of sentences.
+
+    from nat_jax import Translator
+
+    translator = Translator('runs/at_bible_tiny', decoder='beam', beam_size=5)  # default: greedy
+    print(translator.translate(['In the beginning God created the heavens and the earth.']))
+    for t in translator.translate_with_stats(['And God said, Let there be light.']):
+      print(t.text, t.stats)  # per-sentence decoder statistics, e.g. {'steps': 9, 'score': -4.2}
+
+Sentences are decoded in batches of one padded source width (a sentence's translation never depends
+on what else is translated with it), of at most `batch_size` rows, a partial batch with the
+smallest power of two that holds it. A Translator compiles each (decoder, rows, source width) shape
+once, on first use, and is
+thread-safe: calls from several threads are decoded one after another, never interleaved, so a
+caller that wants requests decoded together batches them itself (as `nat_jax.serve` does). Other
+decoders of the same run are built on demand (`translate(texts, decoder='greedy')`) and kept.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import jax
+import numpy as np
+
+from nat_jax import decode
+from nat_jax.decode.interfaces import LeftToRightScorer
+from nat_jax.errors import ConfigError
+from nat_jax.runs import Run, load_run
+from nat_jax.data.batching import power_of_two_rows
+from nat_jax.sharding import place_rows
+from nat_jax.translation import source_lengths, translate_texts
+
+
+@dataclasses.dataclass(frozen=True)
+class Translation:
+  """One sentence's translation and what its decoder reports about it (steps, passes, score, ...)."""
+  text: str
+  stats: dict[str, float]
+
+
+def option_strings(options: Optional[Mapping[str, Any]]) -> dict[str, str]:
+  """Decoder options as the string form the registry parses (True -> 'true'), keys sorted."""
+  out = {}
+  for key, value in sorted((options or {}).items()):
+    if isinstance(value, bool):
+      value = 'true' if value else 'false'
+    elif not isinstance(value, (str, int, float)):
+      raise ConfigError(f'decoder option {key!r}: expected a string, number or boolean, got {type(value).__name__}.')
+    out[str(key)] = str(value)
+  return out
+
+
+def default_decoder(run: Run) -> str:
+  """greedy where the run's method has a left-to-right view, else the decoder its recipe tests with."""
+  return 'greedy' if LeftToRightScorer in run.method.views() else run.config.test_decoder
+
+
+class Translator:
+  """A trained run and its decoders; see the module docstring.
+
+  workdir: a run written by nat_jax.train. decoder / decoder_options: the default decoder (None:
+  greedy where the method decodes left to right, else the run's config.test_decoder) and its
+  options (as `--decoder.<opt>=<v>` takes them; strings, numbers or booleans). batch_size: the most
+  sentences decoded in one batch (fewer sentences use fewer rows). checkpoint 'latest' or 'best',
+  average: how many checkpoints' parameters to average, dtype: inference precision.
+  """
+
+  def __init__(self, workdir: str, decoder: Optional[str] = None, *, batch_size: int = 64, average: int = 1,
+               checkpoint: str = 'latest', dtype: str = 'float32', **decoder_options):
+    if not (isinstance(batch_size, int) and batch_size > 0):
+      raise ConfigError(f'batch_size must be a positive integer, got {batch_size!r}.')
+    if not (isinstance(average, int) and average > 0):
+      raise ConfigError(f'average must be a positive integer, got {average!r}.')
+    if checkpoint not in ('latest', 'best'):
+      raise ConfigError(f"checkpoint must be 'latest' or 'best', got {checkpoint!r}.")
+    self.workdir = workdir
+    self.batch_size = batch_size
+    self.run: Run = load_run(workdir, checkpoint, average, dtype)
+    self._lock = threading.Lock()  # one decode at a time
+    self._build_lock = threading.Lock()  # the decoder cache (never held while decoding)
+    self._decoders: dict[tuple, tuple[Callable, dict[str, Any]]] = {}
+    self.decoder, self._default_options = decoder or default_decoder(self.run), option_strings(decoder_options)
+    self.options = self.decoder_for()[1]  # checked now: bad options fail at load
+
+  @classmethod
+  def from_run(cls, run: Run, decoder: Optional[str] = None, *, batch_size: int = 64, workdir: str = '',
+               **decoder_options) -> 'Translator':
+    """A Translator over an already loaded run (the benchmark's: one load for many decoders)."""
+    self = cls.__new__(cls)
+    self.workdir, self.batch_size, self.run = workdir, batch_size, run
+    self._lock, self._build_lock, self._decoders = threading.Lock(), threading.Lock(), {}
+    self.decoder, self._default_options = decoder or default_decoder(run), option_strings(decoder_options)
+    self.options = self.decoder_for()[1]
+    return self
+
+  @property
+  def languages(self) -> tuple[str, str]:
+    """(source, target) language codes of the run's data."""
+    data = self.run.config.data
+    return data.get('source_lang', ''), data.get('target_lang', '')
+
+  def decoder_key(self, name: Optional[str] = None, options: Optional[Mapping[str, Any]] = None) -> tuple:
+    """(name, ((option, string value), ...)): what `decoder_for` builds from. No name: this translator's
+    decoder with its options (or `options` instead); another decoder without options: its defaults."""
+    if name is None or name == self.decoder:
+      return self.decoder, tuple((self._default_options if options is None else option_strings(options)).items())
+    return name, tuple(option_strings(options).items())
+
+  def decoder_for(self, name: Optional[str] = None,
+                  options: Optional[Mapping[str, Any]] = None) -> tuple[Callable, dict[str, Any]]:
+    """(decode fn, typed options) of decoder `name` with `options` (as `decoder_key` reads them), built
+    once and kept; ConfigError for an unknown decoder, option or value, or a decoder the run's method
+    cannot run."""
+    key = self.decoder_key(name, options)
+    with self._build_lock:
+      if key not in self._decoders:
+        self._decoders[key] = decode.build_decoder(self.run.method, key[0], dict(key[1]), self.run.tokenizer,
+                                                   load_run)
+      return self._decoders[key]
+
+  def translate_with_stats(self, texts: Sequence[str], decoder: Optional[str] = None,
+                           options: Optional[Mapping[str, Any]] = None,
+                           batch_size: Optional[int] = None, first_line: int = 1) -> list[Translation]:
+    """Each text's translation with its decoder statistics, in order; empty lines give ''. Over-long
+    lines are truncated with a warning that numbers them from `first_line`."""
+    if isinstance(texts, str):
+      raise ConfigError('translate takes a list of sentences, got one string; wrap it: translate([text]).')
+    texts = list(texts)
+    if not all(isinstance(t, str) for t in texts):
+      raise ConfigError('translate takes a list of strings.')
+    fn, _ = self.decoder_for(decoder, options)
+    with self._lock:
+      outputs, aux = translate_texts(self.run, texts, fn, batch_size or self.batch_size, first_line, shrink=True)
+    return [Translation(text, {k: np.asarray(v[i]).item() for k, v in aux.items()})
+            for i, text in enumerate(outputs)]
+
+  def warm_up(self, widths: str = 'narrow', decoder: Optional[str] = None,
+              options: Optional[Mapping[str, Any]] = None) -> int:
+    """Compile the decoder for every row count translate uses (1, 2, 4, ... batch_size) at the narrowest
+    source width ('narrow') or at every width the run takes ('all'), by decoding rows of padding;
+    returns how many shapes it ran."""
+    if widths not in ('narrow', 'all'):
+      raise ConfigError(f"warm_up widths must be 'narrow' or 'all', got {widths!r}.")
+    fn, _ = self.decoder_for(decoder, options)
+    counts = sorted({power_of_two_rows(n, self.batch_size) for n in range(1, self.batch_size + 1)})
+    lengths = source_lengths(self.run.config.max_len)
+    shapes = [(rows, width) for width in (lengths if widths == 'all' else lengths[:1]) for rows in counts]
+    mesh = self.run.mesh
+    with self._lock:
+      for rows, width in shapes:
+        src = np.zeros((rows, width), np.int32)  # padding rows, as every partial batch has
+        jax.block_until_ready(fn(self.run.params, src if mesh is None or mesh.size == 1 else place_rows(src, mesh)))
+    return len(shapes)
+
+  def translate(self, texts: Sequence[str], decoder: Optional[str] = None,
+                options: Optional[Mapping[str, Any]] = None, batch_size: Optional[int] = None,
+                first_line: int = 1) -> list[str]:
+    """Each text's translation, in order (empty or blank lines give '')."""
+    return [t.text for t in self.translate_with_stats(texts, decoder, options, batch_size, first_line)]
