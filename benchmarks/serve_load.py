@@ -1,19 +1,19 @@
 """The translation server under load, beside offline translation of the same sentences.
 
   python -m benchmarks.serve_load --runs=runs/at_bible_tiny:greedy,runs/dat_bible_tiny:dag_lookahead,\
-runs/hrt_bible_tiny:hrt [--clients=1,8,32,128] [--requests=256] [--soak_seconds=300] [--out=serve_load.json]
+runs/hrt_bible_tiny:hrt [--clients=1,8,32,128] [--sentences=256] [--soak_seconds=300] [--out=serve_load.json]
 
-For each run:decoder, on its test split (Acts for the Bible recipes):
+For each run:decoder, on the first `--sentences` sentences of its test split (Acts for the Bible recipes):
 - offline, in this process: `Translator.translate` of every sentence at batch 64 (sentences/s, the
   median of `--passes` after an untimed pass that compiles) and of the first `--latency_sentences`
   alone (batch 1: p50 / p99 ms);
 - served: `python -m nat_jax.serve` in a process of its own, batching (`--max_batch=64`) and one
   request at a time (`--max_batch=1`), each loaded by 1, 8, 32 and 128 concurrent clients of ours
-  (asyncio + httpx, one sentence per request, `--requests` requests in all): sentences/s and p50 / p99
-  latency per request; the server compiles every shape before it reports ready (`--warmup=all`) and
-  an untimed round at 32 clients precedes the timing (compiles while timing are counted from /metrics);
-- `--soak_seconds`: the batching server under 32 clients that long, its resident memory at the start
-  and the end of it.
+  (asyncio + httpx, one sentence per request, each sentence once): sentences/s and p50 / p99 latency
+  per request, each client count timed after an untimed round of the same load that compiles the
+  shapes it needs (compiles that still happen while timing are counted from /metrics and reported);
+- `--soak_seconds`: the first entry's batching server under 32 clients that long, its resident memory
+  at the start and the end of it.
 Ratios: served throughput / offline batch-64 throughput, served p99 at 1 client / offline batch-1 p99.
 """
 from __future__ import annotations
@@ -38,10 +38,11 @@ from nat_jax.translator import Translator
 
 flags.DEFINE_list('runs', None, 'run_dir:decoder entries, e.g. runs/at_bible_tiny:greedy.')
 flags.DEFINE_list('clients', ['1', '8', '32', '128'], 'Concurrent client counts.')
-flags.DEFINE_integer('requests', 256, 'Requests (one sentence each) per client count.')
+flags.DEFINE_integer('sentences', 256, 'The first this many test sentences: what every measurement translates.')
 flags.DEFINE_integer('passes', 3, 'Timed offline batch-64 passes.')
 flags.DEFINE_integer('latency_sentences', 100, 'Sentences translated alone offline (batch-1 latency).')
-flags.DEFINE_integer('soak_seconds', 0, 'Seconds of 32-client load on the batching server for the memory check.')
+flags.DEFINE_integer('soak_seconds', 0, 'Seconds of 32-client load on the first entry\'s batching server, for the '
+                     'memory check.')
 flags.DEFINE_float('max_wait_ms', 0.0, 'The batching server\'s --max_wait_ms.')
 flags.DEFINE_string('out', None, 'JSON results file.')
 FLAGS = flags.FLAGS
@@ -73,6 +74,33 @@ def offline(workdir: str, decoder: str, sentences: list[str]) -> dict:
           'batch1_p50_ms': percentile_ms(latency, 50), 'batch1_p99_ms': percentile_ms(latency, 99)}
 
 
+def row_step_use(translator: Translator, sentences: list[str], rows: int = 64) -> dict:
+  """How busy a batch's rows are when a left-to-right decoder decodes batch-at-a-time: the steps each
+  sentence needs (its `steps` statistic) against the row-steps its batch runs, with the loop's shrink
+  stages (nat_jax.decode.loop: 64 rows, then 16 once no more are live, then 4). What continuous batching
+  (refilling finished rows from the queue) could win is at most spent / needed, in row-steps."""
+  from nat_jax.decode.loop import MIN_ROWS, SHRINK
+  from nat_jax.translation import encode_sources, source_lengths
+  from nat_jax.data import inference_batches
+  out = translator.translate_with_stats(sentences, batch_size=rows)
+  if 'steps' not in out[0].stats:
+    return {}
+  steps = np.asarray([t.stats['steps'] for t in out])
+  seqs = encode_sources(sentences, translator.run.tokenizer, translator.run.config.max_len, warn=False)
+  needed = spent = 0
+  for index, _ in inference_batches(seqs, rows, source_lengths(translator.run.config.max_len), shrink=True):
+    own = np.sort(steps[index[index >= 0]])[::-1]
+    width, t = len(index), 0
+    needed += int(own.sum())
+    while t < own[0]:
+      live = int((own > t).sum())
+      while width >= 16 and width // SHRINK >= MIN_ROWS and live <= width // SHRINK:
+        width //= SHRINK
+      spent += width
+      t += 1
+  return {'row_steps_needed': needed, 'row_steps_spent': spent, 'busy': round(needed / spent, 3)}
+
+
 def free_port() -> int:
   with socket.socket() as s:
     s.bind(('127.0.0.1', 0))
@@ -83,7 +111,7 @@ def start_server(workdir: str, decoder: str, max_batch: int) -> tuple[subprocess
   port = free_port()
   proc = subprocess.Popen([sys.executable, '-m', 'nat_jax.serve', f'--workdir={workdir}', f'--decoder={decoder}',
                            f'--port={port}', f'--max_batch={max_batch}', f'--max_wait_ms={FLAGS.max_wait_ms}',
-                           '--max_queue=1000000', '--timeout_s=600', '--warmup=all'], stderr=subprocess.DEVNULL)
+                           '--max_queue=1000000', '--timeout_s=600'], stderr=subprocess.DEVNULL)
   url = f'http://127.0.0.1:{port}'
   deadline = time.monotonic() + 900
   while True:
@@ -140,20 +168,21 @@ async def load(url: str, sentences: list[str], clients: int, requests: int = 0, 
           'p99_ms': percentile_ms(latencies, 99), 'requests': len(latencies)}
 
 
-def served(workdir: str, decoder: str, sentences: list[str], max_batch: int, levels: list[int]) -> dict:
+def served(workdir: str, decoder: str, sentences: list[str], max_batch: int, levels: list[int],
+           soak_seconds: int = 0) -> dict:
   proc, url = start_server(workdir, decoder, max_batch)
   try:
-    asyncio.run(load(url, sentences, 32, requests=len(sentences)))  # untimed (--warmup=all compiled every shape)
     out = {}
     for clients in levels:
+      asyncio.run(load(url, sentences, clients, requests=len(sentences)))  # untimed: compiles what this load needs
       before = compiles(url)
-      out[str(clients)] = asyncio.run(load(url, sentences, clients, requests=FLAGS.requests))
+      out[str(clients)] = asyncio.run(load(url, sentences, clients, requests=len(sentences)))
       out[str(clients)]['compiles_while_timed'] = compiles(url) - before
       print(f'  max_batch={max_batch} clients={clients}: {out[str(clients)]}', flush=True)
-    if FLAGS.soak_seconds and max_batch > 1:
+    if soak_seconds:
       start = rss_mib(proc.pid)
-      soak = asyncio.run(load(url, sentences, 32, seconds=FLAGS.soak_seconds))
-      out['soak'] = {'seconds': FLAGS.soak_seconds, 'rss_start_mib': start, 'rss_end_mib': rss_mib(proc.pid), **soak}
+      soak = asyncio.run(load(url, sentences, 32, seconds=soak_seconds))
+      out['soak'] = {'seconds': soak_seconds, 'rss_start_mib': start, 'rss_end_mib': rss_mib(proc.pid), **soak}
       print(f'  soak: {out["soak"]}', flush=True)
     return out
   finally:
@@ -172,11 +201,14 @@ def main(argv):
     if not workdir:
       raise ConfigError(f'--runs entry {entry!r}: expected run_dir:decoder.')
     config = Translator(workdir, decoder, batch_size=1).run.config
-    sentences = [e.source for e in load_split(config.data, 'test') if e.source.strip()]
+    sentences = [e.source for e in load_split(config.data, 'test') if e.source.strip()][:FLAGS.sentences]
     print(f'{entry}: {len(sentences)} test sentences', flush=True)
     row = {'offline': offline(workdir, decoder, sentences)}
+    row['batch64_row_steps'] = row_step_use(Translator(workdir, decoder), sentences)
+    print(f'  batch-64 row steps: {row["batch64_row_steps"]}', flush=True)
     print(f'  offline: {row["offline"]}', flush=True)
-    row['batching'] = served(workdir, decoder, sentences, 64, levels)
+    row['batching'] = served(workdir, decoder, sentences, 64, levels,
+                             FLAGS.soak_seconds if entry == FLAGS.runs[0] else 0)
     row['one_at_a_time'] = served(workdir, decoder, sentences, 1, levels)
     base = row['offline']
     row['ratios'] = {

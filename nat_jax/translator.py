@@ -102,10 +102,11 @@ class Translator:
     return data.get('source_lang', ''), data.get('target_lang', '')
 
   def decoder_key(self, name: Optional[str] = None, options: Optional[Mapping[str, Any]] = None) -> tuple:
-    """(name, ((option, string value), ...)): what `decoder_for` builds from. No name: this translator's
-    decoder with its options (or `options` instead); another decoder without options: its defaults."""
+    """(name, ((option, string value), ...)): what `decoder_for` builds from. This translator's decoder
+    (no name, or its name): its options, `options` laid over them; another decoder: its defaults,
+    `options` laid over them."""
     if name is None or name == self.decoder:
-      return self.decoder, tuple((self._default_options if options is None else option_strings(options)).items())
+      return self.decoder, tuple(sorted({**self._default_options, **option_strings(options)}.items()))
     return name, tuple(option_strings(options).items())
 
   def decoder_for(self, name: Optional[str] = None,

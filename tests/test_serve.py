@@ -83,6 +83,7 @@ def test_translator_errors_name_the_problem(trained_run, tmp_path):
     Translator(str(tmp_path))
   translator = Translator(trained_run, 'beam', beam_size=2)
   assert translator.options['beam_size'] == 2
+  assert translator.decoder_for(None, {'alpha': 0})[1] == {**translator.options, 'alpha': 0.0}  # laid over its own
   with pytest.raises(ConfigError, match='list of sentences'):
     translator.translate('one string')
   assert translator.decoder_for('greedy') is translator.decoder_for('greedy', {})  # built once
