@@ -1,6 +1,6 @@
 """The house's layering, read from the source: every import between nat_jax modules points down
-(core -> data / models / losses -> the decoder Protocols -> methods / decode -> run plumbing ->
-command lines), or stays inside one subpackage; importing the command-line modules together in one
+(core -> data / models / losses -> the decoder Protocols -> methods / decode -> run plumbing -> the
+Translator -> the server -> command lines), or stays inside one subpackage; importing the command-line modules together in one
 process works (no flag is defined at import time)."""
 import ast
 import os
@@ -22,6 +22,9 @@ LAYERS = {
     'nat_jax.methods': 3, 'nat_jax.decode': 3,
     'nat_jax.train_state': 4, 'nat_jax.checkpoint': 4, 'nat_jax.translation': 4,
     'nat_jax.runs': 5,
+    'nat_jax.translator': 6,  # the public Python API: a run and its decoders
+    'nat_jax.server': 7,  # the HTTP server's library, over a Translator
+    'nat_jax.serve': 8,  # its command line
     'nat_jax.cli': 6, 'nat_jax.ct2': 6,  # the CTranslate2 library: nat_jax.export's conversion, the benchmark's peers
     'nat_jax.train': 7, 'nat_jax.translate': 7, 'nat_jax.export': 7, 'nat_jax.evaluate': 8, 'nat_jax.distill': 7,
     'nat_jax.benchmark': 7, 'nat_jax.ddgviz': 7, 'nat_jax.dagviz': 8,  # evaluate uses the benchmark library
