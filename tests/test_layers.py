@@ -1,7 +1,7 @@
 """The house's layering, read from the source: every import between nat_jax modules points down
 (core -> data / models / losses -> the decoder Protocols -> methods / decode -> run plumbing -> the
-Translator -> the server -> command lines), or stays inside one subpackage; importing the command-line modules together in one
-process works (no flag is defined at import time)."""
+Translator -> the server -> command lines), or stays inside one subpackage; importing the command-line
+modules together in one process works (no flag is defined at import time)."""
 import ast
 import os
 import subprocess
