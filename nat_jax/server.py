@@ -356,7 +356,7 @@ class Service:
                        'not per request.')
     try:
       key = self.translator.decoder_key(name, options)
-      self.translator.decoder_for(*key[:1], dict(key[1]))
+      self.translator.decoder_for(name, options)  # built (and checked) now, not in the worker
     except ConfigError as e:
       raise BadRequest(400, f'"options": {e}') from None
     return key

@@ -51,6 +51,13 @@ def host_value(x) -> np.ndarray:
   return np.asarray(jax.device_get(x))
 
 
+def on_run_devices(src: np.ndarray, run):
+  """A batch of source rows as the run's decoders take it: split over its mesh's `data` axis when the
+  run spans several devices, else as it is."""
+  mesh = getattr(run, 'mesh', None)
+  return src if mesh is None or mesh.size == 1 else place_rows(src, mesh)
+
+
 def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int, first_line: int = 1,
                     shrink: bool = False) -> tuple[list[str], dict[str, np.ndarray]]:
   """Translate `texts` in order. Returns (translations, aux stats per sentence).
@@ -62,13 +69,12 @@ def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int, f
   its share, not the whole batch (outputs unchanged; tests/test_aot.py checks every decoder).
   """
   cfg, tok = run.config, run.tokenizer
-  mesh = getattr(run, 'mesh', None)
   outputs = [''] * len(texts)
   aux_all: dict[str, np.ndarray] = {}
   keep = [i for i, t in enumerate(texts) if t.strip()]
   seqs = encode_sources([texts[i] for i in keep], tok, cfg.max_len, [first_line + i for i in keep])
   for idx, src in inference_batches(seqs, rows, source_lengths(cfg.max_len), shrink):
-    out = decode_fn(run.params, src if mesh is None or mesh.size == 1 else place_rows(src, mesh))
+    out = decode_fn(run.params, on_run_devices(src, run))
     tokens = host_value(out.tokens)
     aux = {k: host_value(v) for k, v in out.aux.items()}
     for row, j in enumerate(idx):

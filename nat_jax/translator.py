@@ -29,8 +29,7 @@ from nat_jax.decode.interfaces import LeftToRightScorer
 from nat_jax.errors import ConfigError
 from nat_jax.runs import Run, load_run
 from nat_jax.data.batching import power_of_two_rows
-from nat_jax.sharding import place_rows
-from nat_jax.translation import source_lengths, translate_texts
+from nat_jax.translation import on_run_devices, source_lengths, translate_texts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +51,11 @@ def option_strings(options: Optional[Mapping[str, Any]]) -> dict[str, str]:
   return out
 
 
+def check_batch_size(batch_size):
+  if not (isinstance(batch_size, int) and batch_size > 0):
+    raise ConfigError(f'batch_size must be a positive integer, got {batch_size!r}.')
+
+
 def default_decoder(run: Run) -> str:
   """greedy where the run's method has a left-to-right view, else the decoder its recipe tests with."""
   return 'greedy' if LeftToRightScorer in run.method.views() else run.config.test_decoder
@@ -69,31 +73,31 @@ class Translator:
 
   def __init__(self, workdir: str, decoder: Optional[str] = None, *, batch_size: int = 64, average: int = 1,
                checkpoint: str = 'latest', dtype: str = 'float32', **decoder_options):
-    if not (isinstance(batch_size, int) and batch_size > 0):
-      raise ConfigError(f'batch_size must be a positive integer, got {batch_size!r}.')
     if not (isinstance(average, int) and average > 0):
       raise ConfigError(f'average must be a positive integer, got {average!r}.')
     if checkpoint not in ('latest', 'best'):
       raise ConfigError(f"checkpoint must be 'latest' or 'best', got {checkpoint!r}.")
-    self.workdir = workdir
-    self.batch_size = batch_size
-    self.run: Run = load_run(workdir, checkpoint, average, dtype)
-    self._lock = threading.Lock()  # one decode at a time
-    self._build_lock = threading.Lock()  # the decoder cache (never held while decoding)
-    self._decoders: dict[tuple, tuple[Callable, dict[str, Any]]] = {}
-    self.decoder, self._default_options = decoder or default_decoder(self.run), option_strings(decoder_options)
-    self.options = self.decoder_for()[1]  # checked now: bad options fail at load
+    check_batch_size(batch_size)
+    self._attach(load_run(workdir, checkpoint, average, dtype), workdir, decoder, batch_size, decoder_options)
 
   @classmethod
   def from_run(cls, run: Run, decoder: Optional[str] = None, *, batch_size: int = 64, workdir: str = '',
                **decoder_options) -> 'Translator':
-    """A Translator over an already loaded run (the benchmark's: one load for many decoders)."""
+    """A Translator over an already loaded run."""
+    check_batch_size(batch_size)
     self = cls.__new__(cls)
-    self.workdir, self.batch_size, self.run = workdir, batch_size, run
-    self._lock, self._build_lock, self._decoders = threading.Lock(), threading.Lock(), {}
+    self._attach(run, workdir, decoder, batch_size, decoder_options)
+    return self
+
+  def _attach(self, run: Run, workdir: str, decoder: Optional[str], batch_size: int, decoder_options: dict):
+    """What both constructors set: the run, the decoder cache, the default decoder (checked now: bad
+    options fail at load)."""
+    self.run, self.workdir, self.batch_size = run, workdir, batch_size
+    self._lock = threading.Lock()  # one decode at a time
+    self._build_lock = threading.Lock()  # the decoder cache (never held while decoding)
+    self._decoders: dict[tuple, tuple[Callable, dict[str, Any]]] = {}
     self.decoder, self._default_options = decoder or default_decoder(run), option_strings(decoder_options)
     self.options = self.decoder_for()[1]
-    return self
 
   @property
   def languages(self) -> tuple[str, str]:
@@ -148,11 +152,9 @@ class Translator:
     counts = sorted({power_of_two_rows(n, self.batch_size) for n in range(1, self.batch_size + 1)})
     lengths = source_lengths(self.run.config.max_len)
     shapes = [(rows, width) for width in (lengths if widths == 'all' else lengths[:1]) for rows in counts]
-    mesh = self.run.mesh
     with self._lock:
-      for rows, width in shapes:
-        src = np.zeros((rows, width), np.int32)  # padding rows, as every partial batch has
-        jax.block_until_ready(fn(self.run.params, src if mesh is None or mesh.size == 1 else place_rows(src, mesh)))
+      for rows, width in shapes:  # rows of padding, as every partial batch has
+        jax.block_until_ready(fn(self.run.params, on_run_devices(np.zeros((rows, width), np.int32), self.run)))
     return len(shapes)
 
   def translate(self, texts: Sequence[str], decoder: Optional[str] = None,
