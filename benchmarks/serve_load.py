@@ -33,6 +33,7 @@ import numpy as np
 from nat_jax import cli
 from nat_jax.data import load_split
 from nat_jax.errors import ConfigError
+from nat_jax.files import write_atomic
 from nat_jax.timing import machine
 from nat_jax.translator import Translator
 
@@ -219,8 +220,7 @@ def main(argv):
     report['rows'][entry] = row
   if FLAGS.out:
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-    with open(FLAGS.out, 'w') as f:
-      json.dump(report, f, indent=1)
+    write_atomic(FLAGS.out, json.dumps(report, indent=1))
   print(json.dumps(report['rows'], indent=1))
 
 

@@ -48,6 +48,7 @@ import numpy as np
 from nat_jax import cli, ct2, decode, hugepages
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
+from nat_jax.files import atomic_output, write_atomic
 from nat_jax.models.transformer import DTYPES
 from nat_jax.runs import Run
 from nat_jax.scoring import reference_view
@@ -446,7 +447,8 @@ def plot_pareto(report: dict, path: str):
     ax.legend(loc='lower right', fontsize=8)
   fig.suptitle(f'{report["split"]} split, {report["sentences"]} sentences; {report["machine"]}', fontsize=8)
   fig.tight_layout()
-  fig.savefig(path, dpi=130)
+  with atomic_output(path, 'wb') as f:
+    fig.savefig(f, format='png', dpi=130)
   plt.close(fig)
 
 
@@ -459,15 +461,12 @@ def write_report(report: dict, hyps: dict[str, list[str]], out: str) -> str:
   """results.json, results.md, pareto.png and outputs/*.txt under `out`; returns the markdown."""
   os.makedirs(os.path.join(out, 'outputs'), exist_ok=True)
   for label, lines in hyps.items():
-    with open(os.path.join(out, 'outputs', output_name(label)), 'w', encoding='utf-8') as f:
-      f.writelines(line + '\n' for line in lines)
+    write_atomic(os.path.join(out, 'outputs', output_name(label)), ''.join(line + '\n' for line in lines))
   for r in report['rows']:
     r['outputs'] = os.path.join('outputs', output_name(r['label']))
-  with open(os.path.join(out, 'results.json'), 'w') as f:
-    json.dump(report, f, indent=1)
+  write_atomic(os.path.join(out, 'results.json'), json.dumps(report, indent=1))
   table = markdown(report)
-  with open(os.path.join(out, 'results.md'), 'w') as f:
-    f.write(table)
+  write_atomic(os.path.join(out, 'results.md'), table)
   plot_pareto(report, os.path.join(out, 'pareto.png'))
   return table
 

@@ -161,6 +161,42 @@ class Checkpointer:
     self.best.close()
 
 
+def has_checkpoints(workdir: str) -> bool:
+  """Whether `workdir` holds a saved step in checkpoints/ or best/."""
+  return any(name.isdigit() for sub in ('checkpoints', 'best') if os.path.isdir(os.path.join(workdir, sub))
+             for name in os.listdir(os.path.join(workdir, sub)))
+
+
+def shape_mismatches(manager: ocp.CheckpointManager, step: int, abstract_state) -> list[str]:
+  """'<parameter>: stored <shape>, the config makes <shape>' for each parameter whose shape in the
+  saved step differs from `abstract_state`'s (its config's model), or is missing from one of them;
+  [] when they agree or the step's metadata cannot be read (a damaged step is found by the restore)."""
+  try:
+    stored = ocp.StandardCheckpointer().metadata(os.path.join(str(manager.directory), str(step), 'state'))
+    stored = getattr(stored, 'item_metadata', stored)['params']
+  except Exception:  # unreadable metadata: the restore reports the step
+    return []
+  flat = lambda tree: {jax.tree_util.keystr(p): tuple(getattr(x, 'shape', ()))
+                       for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
+  have, want = flat(stored), flat(abstract_state.params)
+  return [f'params{k}: stored {have.get(k, "(none)")}, the config makes {want.get(k, "(none)")}'
+          for k in sorted(set(have) | set(want)) if have.get(k) != want.get(k)]
+
+
+def check_same_shapes(manager: ocp.CheckpointManager, steps, abstract_state):
+  """CheckpointError, before any restore, when the newest of `steps` holds parameters of other shapes
+  than the run's config.json makes: every checkpoint would fail to restore (and a resumed training
+  would set them all aside), when what is wrong is the config."""
+  if not steps:
+    return
+  differ = shape_mismatches(manager, max(steps), abstract_state)
+  if differ:
+    raise CheckpointError(
+        f'the checkpoints in {manager.directory} and the config.json beside them describe different models '
+        f'({len(differ)} parameters differ, e.g. {"; ".join(differ[:3])}): config.json was changed after '
+        'training or belongs to another run; restore the config the run was trained with.')
+
+
 def restore_checked(manager: ocp.CheckpointManager, abstract_state, step: int):
   """(state, meta) of one step, checked by `check_restored`; raises whatever the restore or the
   check raises."""
@@ -182,6 +218,7 @@ def restore_newest(manager: ocp.CheckpointManager, abstract_state, steps=None):
   """(state, meta, unusable steps) from the newest step that restores and passes `check_restored`;
   (None, None, unusable steps) if there is none. Every unusable step is reported on stderr."""
   steps = sorted(manager.all_steps() if steps is None else steps, reverse=True)
+  check_same_shapes(manager, steps, abstract_state)
   bad = []
   for i, step in enumerate(steps):
     try:
@@ -218,6 +255,7 @@ def load_params(workdir: str, abstract_state, which: str = 'latest', average: in
     steps = sorted(steps, reverse=True)
   if not steps:
     raise CheckpointError(f'{directory!r} holds no checkpoint: train first, or check --workdir.')
+  check_same_shapes(manager, steps, abstract_state)
   restored = []
   for i, step in enumerate(steps):
     if len(restored) == average:

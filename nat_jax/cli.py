@@ -8,7 +8,9 @@ traceback; warnings are `warning: ...` lines on stderr (nat_jax.errors.log).
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
+import errno
 import importlib.util
 import logging
 import math
@@ -35,7 +37,19 @@ def quiet_logs():
 def fail(message: str):
   """The one way a command line stops on bad input: `error: <message>` on stderr, exit status 2."""
   print(f'error: {message}', file=sys.stderr, flush=True)
+  _settle_stdout()
   sys.exit(2)
+
+
+def _settle_stdout():
+  """Flush stdout; when it cannot take more (a closed pipe, a full device), send what is left to
+  os.devnull, so that the interpreter's own flush at exit adds no second message."""
+  try:
+    sys.stdout.flush()
+  except (OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError):
+      devnull = os.open(os.devnull, os.O_WRONLY)
+      os.dup2(devnull, sys.stdout.fileno())
 
 
 def os_error_message(e: OSError) -> str:
@@ -44,6 +58,8 @@ def os_error_message(e: OSError) -> str:
   if getattr(e, 'filename2', None):
     where += f' -> {e.filename2}'
   what = e.strerror or str(e)
+  if e.errno == errno.EPIPE:
+    return f'{where or "the output"}: closed by its reader before everything was written (broken pipe)'
   return (f'{where}: {what}' if where else what) + ' (check the path, its permissions and free disk space)'
 
 
@@ -173,6 +189,13 @@ def check_positive(**values: float):
   for name, value in values.items():
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
       raise ConfigError(f'--{name}={value}: must be a positive number.')
+
+
+def check_non_negative(**values: float):
+  """ConfigError naming the first flag whose value is not a finite number >= 0 (NaN included)."""
+  for name, value in values.items():
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+      raise ConfigError(f'--{name}={value}: must be a finite number >= 0.')
 
 
 def check_input_file(path: str, flag: str = 'input'):

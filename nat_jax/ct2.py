@@ -48,6 +48,7 @@ import numpy as np
 from nat_jax.core.tokens import BOS_ID, EOS_ID, LENGTH_MARGIN, LENGTH_RATIO, UNK_ID, decode_length_bound
 from nat_jax.decode.interfaces import DecodeOutput
 from nat_jax.errors import ConfigError
+from nat_jax.files import write_atomic
 from nat_jax.runs import CONFIG_FILE
 
 FORMATS = ('ctranslate2',)
@@ -255,9 +256,7 @@ def export_ctranslate2(run, out_dir: str, quantization: str = 'float32', source:
                               'length_penalty': '0 with beam_size > 1 (= our beam with alpha=0)'},
         'source_pieces': 'sentencepiece pieces of the text without EOS (config.json add_source_eos adds it)',
     }
-    with open(os.path.join(tmp, METADATA_FILE), 'w', encoding='utf-8') as f:
-      json.dump(metadata, f, indent=2, default=str)
-      f.write('\n')
+    write_atomic(os.path.join(tmp, METADATA_FILE), json.dumps(metadata, indent=2, default=str) + '\n')
     ctranslate2.Translator(tmp, device='cpu')  # it loads: a broken export never lands at out_dir
     if os.path.isdir(out_dir):
       os.rmdir(out_dir)  # empty (check_out_dir)

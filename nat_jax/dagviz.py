@@ -28,6 +28,7 @@ from nat_jax.decode import GraphPredictor, method_view
 from nat_jax.core.tokens import clean_path_tokens
 from nat_jax.decode.dag import DAG_PATHS
 from nat_jax.ddgviz import SPECIAL_PIECES, output_paths, probabilities
+from nat_jax.files import atomic_output, write_atomic
 from nat_jax.translation import encode_sources
 
 
@@ -136,7 +137,8 @@ def write_png(pic: DagPicture, path: str):
   ax.set_title(f'{pic.source[:140]}\n{size} vertices (top {rows} tokens each); above: the strongest transitions '
                'out of each vertex; below: the decoders\' paths', fontsize=8)
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
+  with atomic_output(path, 'wb') as f:
+    fig.savefig(f, format='png', dpi=110)
   plt.close(fig)
 
 
@@ -194,6 +196,8 @@ def render_html(pic: DagPicture) -> str:
 def main(argv):
   if FLAGS.text is None:
     raise app.UsageError('--text="<source sentence>" is required.')
+  cli.check_positive(top_tokens=FLAGS.top_tokens, edges=FLAGS.edges)
+  cli.check_non_negative(beta=FLAGS.beta)
   run, _ = cli.cli_prologue(argv, FLAGS.workdir, 'latest', 1,  # not a DAG method: error, exit 2
                             lambda run: method_view(run.method, GraphPredictor, 'dagviz (the DA-Transformer graph)'))
   try:
@@ -203,8 +207,7 @@ def main(argv):
   png, page = output_paths(FLAGS.out)
   os.makedirs(os.path.dirname(os.path.abspath(png)), exist_ok=True)
   write_png(pic, png)
-  with open(page, 'w', encoding='utf-8') as f:
-    f.write(render_html(pic))
+  write_atomic(page, render_html(pic))
   for name, p in pic.paths.items():
     print(f'{name}: {len(p.vertices)} of {len(pic.top)} vertices -> {p.translation}')
   print(f'wrote {png} and {page}')

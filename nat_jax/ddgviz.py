@@ -21,6 +21,8 @@ import numpy as np
 from nat_jax import cli, hugepages
 from nat_jax.data import Tokenizer
 from nat_jax.decode import LeftToRightScorer, jacobi, method_view
+from nat_jax.errors import ConfigError
+from nat_jax.files import atomic_output, write_atomic
 from nat_jax.translation import encode_sources
 
 
@@ -92,7 +94,8 @@ def write_png(grid: Grid, path: str, title: str):
   ax.set_ylabel('Jacobi iteration')
   ax.set_title(title, fontsize=9)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  with atomic_output(path, 'wb') as f:
+    fig.savefig(f, format='png', dpi=120)
   plt.close(fig)
 
 
@@ -126,16 +129,21 @@ def output_paths(out: str) -> tuple[str, str]:
 def main(argv):
   if FLAGS.text is None:
     raise app.UsageError('--text="<source sentence>" is required.')
+  cli.check_positive(block_size=FLAGS.block_size)
+  cli.check_non_negative(max_len=FLAGS.max_len)
   run, _ = cli.cli_prologue(argv, FLAGS.workdir, 'latest', 1,  # a method without the view: error, exit 2
                             lambda run: method_view(run.method, LeftToRightScorer, 'DDGviz (Jacobi decoding)'))
+  for name in ('max_len', 'block_size'):
+    if getattr(FLAGS, name) > run.config.max_decode_len:
+      raise ConfigError(f'--{name}={getattr(FLAGS, name)}: this run decodes at most {run.config.max_decode_len} '
+                        f'tokens (its config.max_decode_len); use a value <= {run.config.max_decode_len}.')
   grid = trace_sentence(run, FLAGS.text, FLAGS.algorithm, FLAGS.block_size, FLAGS.max_len)
   title = (f'{FLAGS.algorithm.upper()}: {grid.states.shape[0]} iterations for {grid.states.shape[1]} tokens '
            f'| {FLAGS.text[:80]}')
   png, page = output_paths(FLAGS.out)
   os.makedirs(os.path.dirname(os.path.abspath(png)), exist_ok=True)
   write_png(grid, png, title)
-  with open(page, 'w', encoding='utf-8') as f:
-    f.write(render_html(grid, title))
+  write_atomic(page, render_html(grid, title))
   print(f'{title}\nwrote {png} and {page}')
 
 

@@ -39,6 +39,14 @@ class DistillError(NatJaxError, ValueError):
   """A distillation directory that does not fit the command or the data."""
 
 
+class TrainingError(NatJaxError, RuntimeError):
+  """Training that cannot go on as configured (a non-finite loss, a workdir another training holds)."""
+
+
+class ResourceBusy(NatJaxError, RuntimeError):
+  """A file or directory another process holds (a workdir a training is writing)."""
+
+
 class _StderrHandler(logging.StreamHandler):
   """Writes to whatever sys.stderr is at the time (pytest's capture replaces it)."""
 

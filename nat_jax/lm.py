@@ -12,12 +12,10 @@ an ARPA file from KenLM over the same pieces works with --decoder.lm as well.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 
 from absl import flags
-import ml_collections
 
 from nat_jax import cli, hugepages
 from nat_jax.data import load_or_train_tokenizer, load_split
@@ -25,8 +23,7 @@ from nat_jax.data.distilled import read_teacher_translations
 from nat_jax.data.tokenizer import TOKENIZER_FILE
 from nat_jax.decode import ngram_lm
 from nat_jax.errors import ConfigError
-from nat_jax.methods import upgrade_config
-from nat_jax.runs import CONFIG_FILE
+from nat_jax.runs import CONFIG_FILE, read_run_config
 
 FLAGS = flags.FLAGS
 
@@ -34,7 +31,9 @@ FLAGS = flags.FLAGS
 def define_flags():
   flags.DEFINE_string('workdir', None, 'A trained run: its config names the training data, its tokenizer the pieces.')
   flags.DEFINE_integer('order', 5, 'n of the n-gram model (the reference uses 5).')
-  flags.DEFINE_string('out', '', 'ARPA file to write (default: <workdir>/lm<order>.arpa).')
+  flags.DEFINE_string('out', '', 'ARPA file to write (default: <workdir>/lm<order>.arpa); an existing file is '
+                      'replaced only with --overwrite.')
+  flags.DEFINE_bool('overwrite', False, 'Replace an existing --out file (atomically: a failure keeps the old one).')
 
 
 def training_targets(workdir: str) -> tuple[list[str], str]:
@@ -42,8 +41,7 @@ def training_targets(workdir: str) -> tuple[list[str], str]:
   path = os.path.join(workdir or '', CONFIG_FILE)
   if not workdir or not os.path.exists(path):
     raise ConfigError(f'--workdir={workdir!r} holds no {CONFIG_FILE}: give the workdir of a run.')
-  with open(path) as f:
-    config = ml_collections.ConfigDict(upgrade_config(json.load(f)))
+  config = read_run_config(path)
   examples = load_split(config.data, 'train')
   distill_dir = config.data.get('distill_dir', '')
   if distill_dir:
@@ -57,6 +55,8 @@ def main(argv):
   tokenizer = load_or_train_tokenizer(os.path.join(FLAGS.workdir, TOKENIZER_FILE), (), 0)
   out = FLAGS.out or os.path.join(FLAGS.workdir, f'lm{FLAGS.order}.arpa')
   cli.check_output_file(out, 'out')
+  if os.path.lexists(out) and not FLAGS.overwrite:
+    raise ConfigError(f'--out={out} exists; give another path, or add --overwrite to replace it.')
   pieces = {i: w for w, i in tokenizer.word_ids().items()}
   t0 = time.time()
   sentences = [[pieces[i] for i in tokenizer.encode(text)] for text in targets if text.strip()]

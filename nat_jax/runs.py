@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -13,11 +13,11 @@ import ml_collections
 from nat_jax import checkpoint
 from nat_jax.data import Tokenizer, load_or_train_tokenizer
 from nat_jax.data.tokenizer import TOKENIZER_FILE
+from nat_jax.errors import CheckpointError, ConfigError
 from nat_jax.methods import get_method, upgrade_config
 from nat_jax.models.transformer import DTYPES
 from nat_jax.sharding import make_mesh
 from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
-from nat_jax.errors import ConfigError
 
 CONFIG_FILE = 'config.json'
 
@@ -38,6 +38,36 @@ def cast_params(params, dtype: str):
   return jax.tree_util.tree_map(lambda x: x.astype(to) if jnp.issubdtype(x.dtype, jnp.floating) else x, params)
 
 
+def read_run_config(path: str) -> ml_collections.ConfigDict:
+  """A run's config.json as a ConfigDict (older runs' keys upgraded); CheckpointError naming the file when it
+  is not JSON, not an object, or lacks the model."""
+  try:
+    with open(path, encoding='utf-8') as f:
+      raw = json.load(f)
+  except (ValueError, UnicodeDecodeError) as e:
+    raise CheckpointError(f'{path} is not valid JSON ({e}); restore the config the run was trained with.') from None
+  problem = run_config_problem(raw)
+  if problem:
+    raise CheckpointError(f'{path}: {problem}; restore the config the run was trained with.')
+  return ml_collections.ConfigDict(upgrade_config(raw))
+
+
+def run_config_problem(raw) -> Optional[str]:
+  """What makes a parsed config.json unusable (its shape and the types of the keys every run reads), or None."""
+  if not isinstance(raw, dict):
+    return f'holds a JSON {type(raw).__name__}, not an object of settings'
+  model = raw.get('model')
+  if not isinstance(model, dict) or not isinstance(model.get('method'), str):
+    return 'has no "model" section naming its method'
+  ints = [('vocab_size', raw.get('vocab_size')), ('max_len', raw.get('max_len')),
+          ('max_decode_len', raw.get('max_decode_len'))]
+  ints += [(f'model.{k}', model.get(k)) for k in ('d_model', 'num_heads', 'd_ff', 'enc_layers', 'dec_layers')]
+  for key, value in ints:
+    if type(value) is not int or value < 0:
+      return f'{key} is {value!r}, not a whole number'
+  return None
+
+
 def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str = 'float32') -> Run:
   """Config, tokenizer and params of a training run; clear errors when something is missing.
 
@@ -52,15 +82,22 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
   spm_path = os.path.join(workdir, TOKENIZER_FILE)
   for path, what in ((config_path, 'config'), (spm_path, 'sentencepiece model')):
     if not os.path.exists(path):
-      raise checkpoint.CheckpointError(
+      raise CheckpointError(
           f'{path!r} not found: --workdir={workdir} holds no trained run ({what} missing). '
           f'Train first: python -m nat_jax.train --config=configs/at_bible_tiny.py --workdir={workdir}')
-  with open(config_path) as f:
-    config = ml_collections.ConfigDict(upgrade_config(json.load(f)))
-  tokenizer = load_or_train_tokenizer(spm_path, (), config.vocab_size)
-  method = get_method(config, tokenizer.vocab_size)
-  mesh = make_mesh(1)
-  abstract, _ = state_shardings(method, make_optimizer(config), dummy_batch(), mesh)
+  config = read_run_config(config_path)
+  try:
+    tokenizer = load_or_train_tokenizer(spm_path, (), config.vocab_size)
+  except RuntimeError as e:  # sentencepiece: 'could not parse ModelProto'
+    raise CheckpointError(f'{spm_path} is not a readable sentencepiece model ({str(e).splitlines()[0][:120]}): the '
+                          f'run\'s tokenizer is damaged; restore it from a copy of the run.') from None
+  try:
+    method = get_method(config, tokenizer.vocab_size)
+    mesh = make_mesh(1)
+    abstract, _ = state_shardings(method, make_optimizer(config), dummy_batch(), mesh)
+  except (TypeError, AttributeError, KeyError, ZeroDivisionError) as e:  # a value of the wrong type or size
+    raise CheckpointError(f'{config_path} does not describe a model that can be built ({type(e).__name__}: '
+                          f'{str(e)[:160]}); restore the config the run was trained with.') from None
   params, meta = checkpoint.load_params(workdir, abstract, which=which, average=average)
   if dtype != config.model.dtype:  # the inference precision is the caller's, whatever the run trained in
     config.model.dtype = dtype

@@ -40,10 +40,10 @@ from nat_jax.data import (PackedTrainBatches, TrainBatches, bucket_shapes, encod
                           load_split, packed_shape)
 from nat_jax.data.distilled import distilled_pairs, read_teacher_translations
 from nat_jax.decode import build_decoder, check_decoder, parse_options
-from nat_jax.errors import ConfigError, log
-from nat_jax.files import write_atomic
+from nat_jax.errors import ConfigError, TrainingError, log
+from nat_jax.files import exclusive, write_atomic
 from nat_jax.methods import get_method
-from nat_jax.runs import CONFIG_FILE, TOKENIZER_FILE, Run, load_run
+from nat_jax.runs import CONFIG_FILE, TOKENIZER_FILE, Run, load_run, read_run_config
 from nat_jax.scoring import score_translations
 from nat_jax.summaries import ScalarWriter
 from nat_jax.translation import translate_texts
@@ -118,6 +118,14 @@ def compile_steps(method, tx, mesh, state_sh):
 
 
 # --- helpers -------------------------------------------------------------------------------------
+MAX_LEN = 4096                  # tokens per side: attention over more does not fit a batch row's memory
+MAX_TOKENS_PER_BATCH = 1 << 20  # rows x padded length of one micro-batch
+LOCK_FILE = 'train.lock'         # held (flock) by the training that writes the workdir
+PREEMPTED_EXIT = 143            # exit status after SIGTERM saved a checkpoint (128 + 15, as a shell reports it)
+# Config keys whose change makes a run's checkpoints another model's: refused on resume.
+MODEL_KEYS = ('model', 'vocab_size', 'max_len', 'max_decode_len')
+
+
 def validate_config(config: ml_collections.ConfigDict):
   """Every check that needs no data, before any work: sizes, intervals, the method and its section,
   and the validation / test decoders (known, offered by the method, options valid)."""
@@ -136,12 +144,28 @@ def validate_config(config: ml_collections.ConfigDict):
        'keep_checkpoints, keep_best and test_average must be >= 1'),
       (config.eval_max_sentences >= 0, 'eval_max_sentences must be >= 0 (0 = all)'),
       (config.warmup_steps >= 0, 'warmup_steps must be >= 0'),
-      (math.isfinite(config.learning_rate) and config.learning_rate >= 0, 'learning_rate must be >= 0 (0: frozen)'),
+      (0 <= config.learning_rate <= 1, 'learning_rate must be in [0, 1] (0: frozen; Adam takes steps of about '
+                                         'this size, so a larger one diverges)'),
       (0.0 <= config.data.get('raw_prob', 0.0) <= 1.0, 'data.raw_prob must be in [0, 1]'),
+      (0 <= config.label_smoothing < 1, 'label_smoothing must be in [0, 1)'),
+      (0 <= config.weight_decay <= 1, 'weight_decay must be in [0, 1]'),
+      (0 <= config.adam_b1 < 1 and 0 <= config.adam_b2 < 1, 'adam_b1 and adam_b2 must be in [0, 1)'),
+      (0 <= config.clip_norm < math.inf, 'clip_norm must be a finite number >= 0 (0: no clipping)'),
+      (0 <= config.model.dropout < 1 and 0 <= config.model.attention_dropout < 1,
+       'model.dropout and model.attention_dropout must be in [0, 1)'),
+      (min(config.model.d_model, config.model.num_heads, config.model.d_ff, config.model.enc_layers) >= 1
+       and config.model.dec_layers >= 0, 'model.d_model, num_heads, d_ff and enc_layers must be >= 1'),
+      (config.model.d_model % max(config.model.num_heads, 1) == 0, 'model.d_model must be a multiple of num_heads'),
+      (config.max_len <= MAX_LEN and config.max_decode_len <= MAX_LEN,
+       f'max_len and max_decode_len must be <= {MAX_LEN}'),
+      (config.tokens_per_batch <= MAX_TOKENS_PER_BATCH,
+       f'tokens_per_batch must be <= {MAX_TOKENS_PER_BATCH} (use grad_accum_steps for larger batches)'),
+      (config.cooldown_steps >= 0, 'cooldown_steps must be >= 0'),
   ]
   for ok, msg in checks:
     if not ok:
       raise ConfigError(f'Bad config: {msg}.')
+  check_fits(config)
   method = get_method(config, config.vocab_size)  # an unknown method or a bad section: ConfigError
   for key in ('eval_decoder', 'test_decoder'):
     try:
@@ -156,12 +180,67 @@ def setup_compilation_cache(path: str):
     jax.config.update('jax_persistent_cache_min_compile_time_secs', 1.0)
 
 
+def estimated_parameters(config) -> int:
+  """About how many parameters the config's encoder-decoder has: embeddings (shared or not, counted
+  twice), attention and feed-forward blocks (a method's heads are small beside them)."""
+  m = config.model
+  d, ff = m.d_model, m.d_ff
+  return 2 * config.vocab_size * d + m.enc_layers * (4 * d * d + 2 * d * ff) + m.dec_layers * (8 * d * d + 2 * d * ff)
+
+
+def device_memory_bytes() -> int:
+  """Memory of one device: its `bytes_limit` where the backend reports it (GPU, TPU), else the host's RAM."""
+  stats = jax.local_devices()[0].memory_stats() or {}
+  if stats.get('bytes_limit'):
+    return int(stats['bytes_limit'])
+  return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+
+
+def check_fits(config):
+  """ConfigError when the parameters, their gradients and Adam's two moments (16 bytes a parameter in
+  fp32, split over `mesh.model_parallel` devices) alone exceed one device's memory: refused before
+  anything is allocated. Activations are not counted: a config that passes may still need a smaller
+  tokens_per_batch."""
+  need = 16 * estimated_parameters(config) / max(config.mesh.model_parallel, 1)
+  have = device_memory_bytes()
+  if need > have:
+    raise ConfigError(f'Bad config: about {estimated_parameters(config) / 1e6:,.0f}M parameters need '
+                      f'{need / 2**30:,.1f} GiB per device for parameters and optimizer state, more than the '
+                      f'{have / 2**30:,.1f} GiB one device has; make the model smaller (model.d_model, d_ff, layers, '
+                      'vocab_size) or split it over more devices (mesh.model_parallel).')
+
+
+def check_same_model(workdir: str, config):
+  """ConfigError, before any work, when `workdir` holds a run (checkpoints or test results) of another
+  model than `config`: another method, sizes, vocabulary or length bounds (MODEL_KEYS and the method's
+  own section). Training on would set its checkpoints aside and overwrite its config and results."""
+  path = os.path.join(workdir, CONFIG_FILE)
+  has_run = os.path.exists(os.path.join(workdir, 'test_results.json')) or checkpoint.has_checkpoints(workdir)
+  if not (has_run and os.path.exists(path)):
+    return
+  old, new = read_run_config(path).to_dict(), json.loads(config.to_json_best_effort())
+  keys = MODEL_KEYS + (new['model']['method'],)
+  differ = [f'{k}{"." + s if s else ""}: {a!r} -> {b!r}' for k in keys
+            for s, a, b in dict_diff(old.get(k), new.get(k))]
+  if differ:
+    raise ConfigError(f'--workdir={workdir} holds a trained run of another model ({"; ".join(differ[:5])}'
+                      f'{" ..." if len(differ) > 5 else ""}); use a new --workdir, or the run\'s own config '
+                      f'to resume it.')
+
+
+def dict_diff(a, b, prefix: str = '') -> list[tuple[str, Any, Any]]:
+  """(key path, a's value, b's value) for each leaf where the nested dicts `a` and `b` differ."""
+  if isinstance(a, dict) and isinstance(b, dict):
+    return [d for k in sorted(set(a) | set(b))
+            for d in dict_diff(a.get(k), b.get(k), f'{prefix}.{k}' if prefix else k)]
+  return [] if a == b else [(prefix, a, b)]
+
+
 def write_config(workdir: str, config):
   path = os.path.join(workdir, CONFIG_FILE)
   new = json.loads(config.to_json_best_effort())
   if os.path.exists(path):
-    with open(path) as f:
-      old = json.load(f)
+    old = read_run_config(path).to_dict()
     changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if changed:
       log.warning('the config differs from the one saved in %s in %s; using the new values.', path, changed)
@@ -386,8 +465,12 @@ class TrainLoop:
         step += 1
         window.append(metrics)
         bar.update(1)
+        saving = step % c.eval_every == 0 or step % c.checkpoint_every == 0 or step == c.total_steps
+        if saving or stop.received is not None:  # never save a diverged state
+          check_finite_loss(float(jax.device_get(metrics['loss'])), step, c)
         if step % c.log_every == 0 or step == c.total_steps:
           window = jax.device_get(window)
+          check_finite_loss(next((float(m['loss']) for m in window if not np.isfinite(m['loss'])), 0.0), step, c)
           elapsed = time.time() - t_window
           avg = {k: float(np.mean([m[k] for m in window])) for k in window[0] if k != 'tokens'}
           avg.update(tokens_per_s=sum(float(m['tokens']) for m in window) / max(elapsed, 1e-9),
@@ -406,6 +489,15 @@ class TrainLoop:
         if stop.received is not None:
           break
     return state, step
+
+
+def check_finite_loss(loss: float, step: int, config):
+  """TrainingError when the training loss is NaN or infinite: the run diverged; its last checkpoint is kept."""
+  if not math.isfinite(loss):
+    raise TrainingError(
+        f'the training loss is {loss} by step {step}: training diverged, nothing was saved from this step on; '
+        f'lower learning_rate (now {config.learning_rate}) or raise warmup_steps (now {config.warmup_steps}) and '
+        'rerun the same command: it resumes from the last checkpoint.')
 
 
 def initial_state(config, method, tx, batch, mesh, state_sh, abstract_state, ckpt,
@@ -433,9 +525,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
   """Train (or resume) a run in `workdir`, then evaluate it on the test split. Returns the test
   results, or None when SIGTERM stopped training (a checkpoint was saved; rerun to resume)."""
   validate_config(config)
+  check_same_model(workdir, config)
   setup_compilation_cache(config.compilation_cache_dir)
   os.makedirs(workdir, exist_ok=True)
   lead = jax.process_index() == 0
+  with exclusive(os.path.join(workdir, LOCK_FILE), f'--workdir={workdir}', 'a training') if lead \
+      else contextlib.nullcontext():
+    return train_in(config, workdir, lead)
+
+
+def train_in(config: ml_collections.ConfigDict, workdir: str, lead: bool):
+  """train_and_evaluate once the config is checked and the workdir is this process's."""
   if lead:
     write_config(workdir, config)
 
@@ -481,7 +581,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
     if metrics_log is not None:
       metrics_log.close()
   if stop.received is not None:
-    print(f'Received signal {stop.received}: saved checkpoint at step {step}; rerun the same command to resume.')
+    print(f'Received signal {stop.received}: saved checkpoint at step {step}; rerun the same command to resume '
+          f'(exit status {PREEMPTED_EXIT}).')
     return None
   return final_test(config, workdir, splits['test'], lead)
 
@@ -515,7 +616,8 @@ def main(argv):
   if FLAGS.config is None or FLAGS.workdir is None:
     raise app.UsageError('Both --config=configs/<recipe>.py and --workdir=<dir> are required.')
   initialize_distributed()
-  train_and_evaluate(FLAGS.config, FLAGS.workdir)
+  if train_and_evaluate(FLAGS.config, FLAGS.workdir) is None:  # preempted: a checkpoint was saved
+    sys.exit(PREEMPTED_EXIT)
 
 
 def console():

@@ -72,8 +72,11 @@ def translate_stream(translate: Callable[..., list[str]], source, sink, chunk_li
   done, t0 = 0, time.time()
   for chunk in chunks(read_lines(source), chunk_lines):
     outputs = translate(chunk, first_line=done + 1)
-    sink.writelines(line + '\n' for line in outputs)
-    sink.flush()
+    try:
+      sink.writelines(line + '\n' for line in outputs)
+      sink.flush()
+    except OSError as e:  # a full disk or device, a closed pipe: name the output
+      raise OSError(e.errno, e.strerror or str(e), getattr(sink, 'name', 'the output')) from e
     done += len(chunk)
     print(f'translated {done} lines ({done / max(time.time() - t0, 1e-9):.1f} lines/s, {describe})',
           file=sys.stderr, flush=True)

@@ -14,7 +14,8 @@ PACKAGE = os.path.join(REPO, 'nat_jax')
 
 # Lower number = lower layer. A module's layer is that of its longest listed prefix.
 LAYERS = {
-    'nat_jax.core': 0, 'nat_jax.errors': 0, 'nat_jax.files': 0, 'nat_jax.timing': 0, 'nat_jax.hugepages': 0,
+    'nat_jax.errors': -1,  # imports nothing of ours: any module may raise its errors
+    'nat_jax.core': 0, 'nat_jax.files': 0, 'nat_jax.timing': 0, 'nat_jax.hugepages': 0,
     'nat_jax.config_defaults': 0,
     'nat_jax.data': 1, 'nat_jax.models': 1, 'nat_jax.losses': 1, 'nat_jax.sharding': 1, 'nat_jax.scoring': 1,
     'nat_jax.summaries': 1,
@@ -102,3 +103,21 @@ def test_importing_a_command_defines_no_flag(module):
           'if (flags.FLAGS.find_module_defining_flag(f) or "").startswith("nat_jax")))')
   out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO, timeout=300)
   assert out.returncode == 0 and out.stdout.strip() == '[]', (out.stdout, out.stderr[-2000:])
+
+
+def test_decoders_methods_and_runs_load_without_tensorflow_datasets():
+  """A run trained on 'files' data decodes on a machine without tensorflow-datasets: importing every
+  decoder, every method, the run loader and the Translator does not import it (nor TensorFlow)."""
+  code = ('import sys, nat_jax.decode, nat_jax.methods, nat_jax.runs, nat_jax.translator; '
+          'print(sorted(m for m in ("tensorflow_datasets", "tensorflow") if m in sys.modules))')
+  out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO, timeout=300)
+  assert out.returncode == 0 and out.stdout.strip() == '[]', (out.stdout, out.stderr[-2000:])
+
+
+def test_decoders_and_methods_take_token_ids_from_core():
+  """The special token ids come from nat_jax.core.tokens (the leaf), not from the tokenizer's module,
+  in every method and decoder but `drafted`, which reads a drafter run's tokenizer file."""
+  for module, path in modules():
+    if module.startswith(('nat_jax.methods', 'nat_jax.decode')) and module != 'nat_jax.decode.drafted':
+      data = [m for m, _ in nat_jax_imports(path, module) if m.startswith('nat_jax.data')]
+      assert not data, f'{module} imports {data}'

@@ -20,11 +20,20 @@ MAX_TRAINING_SENTENCES = 200_000
 # Unicode line boundaries (str.splitlines) would see extra lines. Byte-fallback pieces can decode to
 # any of them.
 UNSAFE_IN_LINE = re.compile('[\x00-\x1f\x7f-\x9f\u2028\u2029]+')
+# Invisible characters that change how a line reads without showing themselves: the bidirectional
+# embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069: "Trojan Source" text that
+# displays in another order than it is stored), the byte-order mark U+FEFF inside a line, and the
+# noncharacters U+FDD0-U+FDEF, U+FFFE, U+FFFF. They are removed. Joiners and marks that scripts need
+# (ZWJ U+200D in emoji and Indic text, ZWNJ U+200C in Persian, LRM/RLM U+200E/U+200F in RTL text)
+# are kept.
+INVISIBLE = re.compile('[\u202a-\u202e\u2066-\u2069\ufeff\ufdd0-\ufdef\ufffe\uffff]+')
 
 
 def one_line(text: str) -> str:
-  """`text` with every run of UNSAFE_IN_LINE characters replaced by one space (stripped at the ends):
-  always exactly one line for any reader."""
+  """`text` with every run of UNSAFE_IN_LINE characters replaced by one space (stripped at the ends)
+  and INVISIBLE characters removed: always exactly one line for any reader, shown as it is stored."""
+  if INVISIBLE.search(text):
+    text = INVISIBLE.sub('', text)
   return UNSAFE_IN_LINE.sub(' ', text).strip() if UNSAFE_IN_LINE.search(text) else text
 
 

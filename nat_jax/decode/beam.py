@@ -13,12 +13,11 @@ import flax
 import jax
 import jax.numpy as jnp
 
-from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.loop import decode_loop
 from nat_jax.decode.interfaces import (DecodeOutput, LeftToRightScorer, one_token_per_step_message,
                                        require_one_token_per_step)
 from nat_jax.errors import ConfigError
-from nat_jax.core.tokens import through_first_eos
+from nat_jax.core.tokens import BOS_ID, EOS_ID, through_first_eos
 from nat_jax.decode.lengths import resolve_max_len
 from nat_jax.decode.registry import register_decoder
 from nat_jax.core.masks import NEG_INF
@@ -72,7 +71,7 @@ def beam_step(scorer: LeftToRightScorer, enc, state: BeamState, alpha: float) ->
   top_beam, top_tok = top_idx // vocab, (top_idx % vocab).astype(jnp.int32)
   top_seqs = jnp.take_along_axis(state.seqs, top_beam[:, :, None], axis=1)  # [B, 2K, T+1]
   top_seqs = jax.lax.dynamic_update_slice_in_dim(top_seqs, top_tok[:, :, None], state.step + 1, axis=2)
-  is_eos = top_tok == Tokenizer.eos_id
+  is_eos = top_tok == EOS_ID
   return next_state(state, top_logp, top_seqs, top_beam, is_eos, state.step + 1.0, cache, alpha)
 
 
@@ -113,7 +112,7 @@ def search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: fl
   b, k, z = batch, beam_size, scorer.tokens_per_step
   width = num_steps * z
   enc = add_beam_dim(enc, k)  # [B*K, ...]
-  seqs = jnp.zeros((b, k, z + width), jnp.int32).at[:, :, :z].set(Tokenizer.bos_id)  # [B, K, z+T]
+  seqs = jnp.zeros((b, k, z + width), jnp.int32).at[:, :, :z].set(BOS_ID)  # [B, K, z+T]
   init = BeamState(step=jnp.int32(0), seqs=seqs,
                    alive_logp=jnp.tile(jnp.array([0.0] + [NEG_INF] * (k - 1), jnp.float32), (b, 1)),
                    fin_seqs=jnp.zeros_like(seqs), fin_scores=jnp.full((b, k), NEG_INF, jnp.float32),

@@ -341,9 +341,6 @@ def prepare_lm(method, options: dict, tokenizer, load_run, platform: str = 'cpu'
 
 
 def check_options(method, options: dict):
-  if options['gamma'] < 0 or options['lm_pool'] < 1:
-    raise ConfigError(f'dag_beam needs gamma >= 0 and lm_pool >= 1, got gamma={options["gamma"]}, '
-                      f'lm_pool={options["lm_pool"]}.')
   if options['search'] not in ('auto', *SEARCHES):
     raise ConfigError(f'--decoder.search={options["search"]!r}: dag_beam searches on auto, {" or ".join(SEARCHES)}.')
 

@@ -52,7 +52,7 @@ from nat_jax.decode.loop import decode_loop
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer, WindowDrafter, one_token_per_step_message
 from nat_jax.decode.jacobi import final_eos, leading_run
 from nat_jax.core.rows import row_slices, row_updates
-from nat_jax.core.tokens import through_first_eos
+from nat_jax.core.tokens import BOS_ID, through_first_eos
 from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.redraft import REDRAFTERS
 from nat_jax.decode.registry import DECODERS, check_decoder, method_view, parse_options, register_decoder
@@ -155,7 +155,7 @@ def init_state(scorer: LeftToRightScorer, enc, draft_slots: jax.Array, width: in
   size = t_max + width
   draft = jnp.zeros((batch, size), jnp.int32).at[:, :min(size, draft_slots.shape[1])].set(
       draft_slots[:, :size].astype(jnp.int32))
-  tokens = jnp.concatenate([jnp.full((batch, z), Tokenizer.bos_id, jnp.int32), draft], axis=1)  # [B, z+P]
+  tokens = jnp.concatenate([jnp.full((batch, z), BOS_ID, jnp.int32), draft], axis=1)  # [B, z+P]
   zeros = jnp.zeros((batch,), jnp.int32)
   return DraftedState(tokens=tokens, logp=jnp.zeros(tokens.shape, jnp.float32), fixed=zeros,
                       done=jnp.zeros((batch,), bool), iterations=zeros, accepted=zeros, passes=jnp.int32(0),

@@ -13,9 +13,8 @@ import flax
 import jax
 import jax.numpy as jnp
 
-from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
-from nat_jax.core.tokens import ceil_div, through_first_eos
+from nat_jax.core.tokens import BOS_ID, EOS_ID, ceil_div, through_first_eos
 from nat_jax.decode.loop import decode_loop
 from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.registry import register_decoder
@@ -43,7 +42,7 @@ def greedy_step(scorer: LeftToRightScorer, enc, state: GreedyState) -> GreedySta
   nxt = jnp.where(live, nxt, 0)
   tokens = jax.lax.dynamic_update_slice_in_dim(state.tokens, nxt, start + z, axis=1)
   return GreedyState(
-      step=state.step + 1, tokens=tokens, done=state.done | jnp.any(nxt == Tokenizer.eos_id, axis=1),
+      step=state.step + 1, tokens=tokens, done=state.done | jnp.any(nxt == EOS_ID, axis=1),
       logp=state.logp + jnp.sum(jnp.where(live, best, 0.0), axis=1),
       lengths=state.lengths + jnp.sum(live, axis=1).astype(jnp.int32), cache=cache)
 
@@ -53,7 +52,7 @@ def greedy_search(scorer: LeftToRightScorer, enc, batch: int, num_steps: int) ->
   z = scorer.tokens_per_step
   width = num_steps * z
   init = GreedyState(step=jnp.int32(0),
-                     tokens=jnp.zeros((batch, z + width), jnp.int32).at[:, :z].set(Tokenizer.bos_id),
+                     tokens=jnp.zeros((batch, z + width), jnp.int32).at[:, :z].set(BOS_ID),
                      done=jnp.zeros((batch,), bool), logp=jnp.zeros((batch,), jnp.float32),
                      lengths=jnp.zeros((batch,), jnp.int32), cache=scorer.init_cache(enc, width))
   return decode_loop(scorer, lambda s: (s.step < num_steps) & ~jnp.all(s.done),

@@ -51,10 +51,9 @@ import flax
 import jax
 import jax.numpy as jnp
 
-from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.loop import decode_loop
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
-from nat_jax.core.tokens import ceil_div, through_first_eos
+from nat_jax.core.tokens import BOS_ID, EOS_ID, ceil_div, through_first_eos
 from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.registry import register_decoder
 from nat_jax.core.reduce import scored_argmax
@@ -90,7 +89,7 @@ def final_eos(outputs, fixed, t_max):
 def has_eos(outputs, upto):
   """outputs i32[B, P], upto i32[B] -> bool[B]: EOS among output tokens 0..upto-1."""
   index = jnp.arange(outputs.shape[1])  # [P]
-  return jnp.any((outputs == Tokenizer.eos_id) & (index < upto[:, None]), axis=1)
+  return jnp.any((outputs == EOS_ID) & (index < upto[:, None]), axis=1)
 
 
 def init_state(scorer: LeftToRightScorer, enc, batch: int, width: int, t_max: int,
@@ -98,7 +97,7 @@ def init_state(scorer: LeftToRightScorer, enc, batch: int, width: int, t_max: in
   """Draft of P = ceil(t_max / width) * width output tokens after z start slots, nothing final, block 0."""
   z = scorer.tokens_per_step
   padded = ceil_div(t_max, width) * width
-  starts = jnp.full((batch, z), Tokenizer.bos_id, jnp.int32)
+  starts = jnp.full((batch, z), BOS_ID, jnp.int32)
   tokens = jnp.concatenate([starts, init_draft(batch, padded).astype(jnp.int32)], axis=1)  # [B, z+P]
   zeros = jnp.zeros((batch,), jnp.int32)
   return JacobiState(tokens, jnp.zeros(tokens.shape, jnp.float32), zeros, jnp.zeros((batch,), bool), zeros,

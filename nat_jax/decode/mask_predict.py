@@ -18,7 +18,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nat_jax.data.tokenizer import Tokenizer
+from nat_jax.core.tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID
 from nat_jax.decode.beam import add_beam_dim
 from nat_jax.decode.interfaces import DecodeOutput, MaskPredictor
 from nat_jax.decode.lengths import resolve_max_len
@@ -42,8 +42,8 @@ def length_candidates(length_logp: jax.Array, beam: int, bound: int) -> tuple[ja
   return jnp.minimum(lengths, bound).astype(jnp.int32), lengths > bound
 
 
-NEVER_FILLED = (Tokenizer.pad_id, Tokenizer.bos_id, Tokenizer.mask_id)  # no target is ever one of these
-NOT_TEXT = NEVER_FILLED + (Tokenizer.eos_id,)  # what a text slot of a candidate of known length never holds
+NEVER_FILLED = (PAD_ID, BOS_ID, MASK_ID)  # no target is ever one of these
+NOT_TEXT = NEVER_FILLED + (EOS_ID,)  # what a text slot of a candidate of known length never holds
 
 
 def predict(view: MaskPredictor, enc, tokens: jax.Array,
@@ -83,8 +83,8 @@ def mask_predict_search(view: MaskPredictor, enc, width: int, iterations: int, l
   text = lengths.reshape(-1) - 1  # [B*l] text tokens per candidate
   slots = jnp.arange(width)[None, :]  # [1, W]
   is_text = slots < text[:, None]  # [B*l, W]
-  frame = jnp.where(slots == text[:, None], Tokenizer.eos_id, 0)  # EOS at slot N - 1, 0 past it
-  tok, logp = predict(view, enc, jnp.where(is_text, Tokenizer.mask_id, frame), NOT_TEXT)
+  frame = jnp.where(slots == text[:, None], EOS_ID, 0)  # EOS at slot N - 1, 0 past it
+  tok, logp = predict(view, enc, jnp.where(is_text, MASK_ID, frame), NOT_TEXT)
   tokens = jnp.where(is_text, tok, frame)  # [B*l, W]
   probs = jnp.where(is_text, logp, jnp.inf)  # non-text slots are never re-masked
 
@@ -92,7 +92,7 @@ def mask_predict_search(view: MaskPredictor, enc, width: int, iterations: int, l
     tokens, probs = carry
     rank = jnp.argsort(jnp.argsort(probs, axis=1), axis=1)  # 0 = least probable
     remask = is_text & (rank < remask_counts(text, t, iterations)[:, None])
-    tok, logp = predict(view, enc, jnp.where(remask, Tokenizer.mask_id, tokens), NOT_TEXT)
+    tok, logp = predict(view, enc, jnp.where(remask, MASK_ID, tokens), NOT_TEXT)
     return jnp.where(remask, tok, tokens), jnp.where(remask, logp, probs)
 
   tokens, probs = jax.lax.fori_loop(1, iterations, refine, (tokens, probs))

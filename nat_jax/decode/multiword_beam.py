@@ -27,10 +27,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.beam import LENGTH_PENALTY, BeamState, best_hypotheses, next_state, search
 from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
-from nat_jax.core.tokens import clean_path_tokens, through_first_eos
+from nat_jax.core.tokens import EOS_ID, clean_path_tokens, through_first_eos
 from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.registry import register_decoder
 from nat_jax.core.masks import NEG_INF
@@ -47,7 +46,7 @@ def step_candidates(alive_logp: jax.Array, logp: jax.Array, beam_size: int) -> t
   top_lp, top_tok = jax.lax.top_k(logp, per_slot)  # [B, K, z, P]: top tokens per slot
   part_lp = alive_logp[:, :, None] + top_lp[:, :, 0]  # [B, K, C]
   part_tok = top_tok[:, :, 0, :, None].astype(jnp.int32)  # [B, K, C, 1]
-  ended = part_tok[..., 0] == Tokenizer.eos_id  # [B, K, C]
+  ended = part_tok[..., 0] == EOS_ID  # [B, K, C]
   first_only = jnp.where(jnp.arange(per_slot) == 0, 0.0, NEG_INF)  # [P]: an ended tuple's one continuation
   for j in range(1, z):
     count = part_lp.shape[2]
@@ -58,7 +57,7 @@ def step_candidates(alive_logp: jax.Array, logp: jax.Array, beam_size: int) -> t
     parent = idx // per_slot
     tok = jnp.take_along_axis(ext_tok.reshape(b, k, count * per_slot), idx, axis=2).astype(jnp.int32)  # [B, K, C']
     part_tok = jnp.concatenate([jnp.take_along_axis(part_tok, parent[..., None], axis=2), tok[..., None]], axis=3)
-    ended = jnp.take_along_axis(ended, parent, axis=2) | (tok == Tokenizer.eos_id)
+    ended = jnp.take_along_axis(ended, parent, axis=2) | (tok == EOS_ID)
   return part_lp, part_tok
 
 
@@ -72,7 +71,7 @@ def multiword_step(scorer: LeftToRightScorer, enc, state: BeamState, alpha: floa
   vocab = logits.shape[-1]
   logp = jax.nn.log_softmax(logits.astype(jnp.float32)).reshape(b, k, z, vocab)  # [B, K, z, V]
   if ban_first_eos:
-    logp = jnp.where((state.step == 0) & (jnp.arange(vocab) == Tokenizer.eos_id), NEG_INF, logp)
+    logp = jnp.where((state.step == 0) & (jnp.arange(vocab) == EOS_ID), NEG_INF, logp)
   cand_lp, cand_tok = step_candidates(state.alive_logp, logp, k)  # [B, K, W], [B, K, W, z]
   width = cand_lp.shape[2]
   n_top = min(2 * k, k * width)
@@ -81,7 +80,7 @@ def multiword_step(scorer: LeftToRightScorer, enc, state: BeamState, alpha: floa
   top_tok = jnp.take_along_axis(cand_tok.reshape(b, k * width, z), top_idx[:, :, None], axis=1)  # [B, n, z]
   top_seqs = jnp.take_along_axis(state.seqs, top_beam[:, :, None], axis=1)  # [B, n, z+T]
   top_seqs = jax.lax.dynamic_update_slice_in_dim(top_seqs, top_tok, start + z, axis=2)
-  is_eos = jnp.any(top_tok == Tokenizer.eos_id, axis=2)  # [B, n]
+  is_eos = jnp.any(top_tok == EOS_ID, axis=2)  # [B, n]
   _, in_step = through_first_eos(top_tok.reshape(-1, z))  # tokens of the step through its EOS
   length = start + in_step.reshape(b, n_top).astype(jnp.float32)
   return next_state(state, top_logp, top_seqs, top_beam, is_eos, length, cache, alpha)

@@ -29,6 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nat_jax.errors import DataError
+from nat_jax.files import atomic_output
+
 BOS_WORD, EOS_WORD, UNK_WORD = '<s>', '</s>', '<unk>'
 NO_PROB = -99.0  # ARPA's log10 probability of <s>, which is a context but never predicted
 Ngrams = dict[tuple[str, ...], tuple[float, float]]  # (w_1 .. w_k) -> (log10 P(w_k | w_1 .. w_(k-1)), log10 backoff)
@@ -108,7 +111,7 @@ def write_arpa(model: Ngrams, path: str):
   for g, values in model.items():
     by_order[len(g)].append((g, values))
   top = order_of(model)
-  with open(path, 'w', encoding='utf-8') as f:
+  with atomic_output(path) as f:
     f.write('\n\\data\\\n')
     for k in range(1, top + 1):
       f.write(f'ngram {k}={len(by_order[k])}\n')
@@ -119,8 +122,17 @@ def write_arpa(model: Ngrams, path: str):
     f.write('\n\\end\\\n')
 
 
+def header_int(text: str, path: str, number: int, least: int = 0) -> int:
+  """A count (or, least=1, an order) of an ARPA header line; DataError naming the line unless a whole
+  number >= least."""
+  if not text.strip().isdigit() or int(text) < least:
+    raise DataError(f'{path}:{number}: {text!r} in a header line is not a whole number >= {least}; '
+                    'is it an ARPA file?')
+  return int(text)
+
+
 def read_arpa(path: str) -> Ngrams:
-  """An ARPA file's n-grams; ValueError naming the line for anything malformed."""
+  """An ARPA file's n-grams; DataError naming the line for anything malformed (NaN values included)."""
   model: Ngrams = {}
   expected, section = {}, 0
   with open(path, encoding='utf-8') as f:
@@ -131,10 +143,10 @@ def read_arpa(path: str) -> Ngrams:
       if line == '\\end\\':
         break
       if line.startswith('ngram ') and '=' in line:
-        k, n = line[6:].split('=')
-        expected[int(k)] = int(n)
+        k, _, n = line[6:].partition('=')
+        expected[header_int(k, path, number, 1)] = header_int(n, path, number)
       elif line.startswith('\\') and line.endswith('-grams:'):
-        section = int(line[1:-7])
+        section = header_int(line[1:-7], path, number, 1)
       elif section:
         fields = line.split()
         try:
@@ -142,16 +154,19 @@ def read_arpa(path: str) -> Ngrams:
           g = tuple(fields[1:1 + section])
           bo = float(fields[1 + section]) if len(fields) > 1 + section else 0.0
         except (ValueError, IndexError):
-          raise ValueError(f'{path}:{number}: not an ARPA {section}-gram line: {line[:80]!r}') from None
+          raise DataError(f'{path}:{number}: not an ARPA {section}-gram line: {line[:80]!r}') from None
         if len(g) != section:
-          raise ValueError(f'{path}:{number}: expected {section} words, got {line[:80]!r}')
+          raise DataError(f'{path}:{number}: expected {section} words, got {line[:80]!r}')
+        if not (lp <= 0.0 and math.isfinite(bo)):  # NaN fails both; -inf (probability 0) is a log-probability
+          raise DataError(f'{path}:{number}: log10 probability {lp} / backoff {bo} of {" ".join(g)!r}: a '
+                          'log-probability must be <= 0 and a backoff finite; the file is not a usable ARPA model.')
         model[g] = (lp, bo)
       else:
-        raise ValueError(f'{path}:{number}: unexpected line outside an n-gram section: {line[:80]!r}')
+        raise DataError(f'{path}:{number}: unexpected line outside an n-gram section: {line[:80]!r}')
   found = collections.Counter(len(g) for g in model)
   if not model or any(found[k] != n for k, n in expected.items()):
-    raise ValueError(f'{path}: the header announces {expected} n-grams per order, the file holds {dict(found)}; '
-                     'is it a complete ARPA file?')
+    raise DataError(f'{path}: the header announces {expected} n-grams per order, the file holds {dict(found)}; '
+                    'is it a complete ARPA file?')
   return model
 
 

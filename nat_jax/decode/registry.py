@@ -34,13 +34,17 @@ class Decoder:
 
 DECODERS: dict[str, Decoder] = {}
 
-# What every decoder's option of that name must satisfy: (test, what it must be).
+MAX_HYPOTHESES = 128  # beams (beam_size, b_at, b_nat, length_beam) per sentence: more would not fit a batch's memory
+
+# What every decoder's option of that name must satisfy: (test, what it must be). Size-like options are
+# bounded here or, where the bound is the run's (a block of tokens <= its length bound), in check_decoder,
+# so a value that cannot fit is refused before anything is allocated.
 OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    'beam_size': (lambda v: v >= 1, 'at least 1'),
-    'iterations': (lambda v: v >= 1, 'at least 1'),
-    'length_beam': (lambda v: v >= 1, 'at least 1'),
-    'b_at': (lambda v: v >= 1, 'at least 1'),
-    'b_nat': (lambda v: v >= 1, 'at least 1'),
+    'beam_size': (lambda v: 1 <= v <= MAX_HYPOTHESES, f'1 to {MAX_HYPOTHESES} beams'),
+    'iterations': (lambda v: 1 <= v <= 1000, '1 to 1000 iterations'),
+    'length_beam': (lambda v: 1 <= v <= MAX_HYPOTHESES, f'1 to {MAX_HYPOTHESES} length candidates'),
+    'b_at': (lambda v: 1 <= v <= MAX_HYPOTHESES, f'1 to {MAX_HYPOTHESES} beams'),
+    'b_nat': (lambda v: 1 <= v <= MAX_HYPOTHESES, f'1 to {MAX_HYPOTHESES} beams'),
     'block_size': (lambda v: v >= 1, 'at least 1'),
     'jacobi_block': (lambda v: v >= 0, '0 (off) or a block of at least 1 step'),
     'chunk': (lambda v: v >= 0, "0 (the model's chunk size) or a chunk size"),
@@ -49,7 +53,11 @@ OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     'tau': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
     'block': (lambda v: v >= 1, 'at least 1'),
     'beta': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
+    'gamma': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
+    'top_cand': (lambda v: v >= 1, 'at least 1 candidate token per vertex'),
+    'lm_pool': (lambda v: 1 <= v <= 64, '1 to 64'),
 }
+TOKEN_BLOCKS = ('block', 'block_size', 'jacobi_block')  # tokens per block: at most the run's length bound
 TRUE, FALSE = ('true', '1', 'yes'), ('false', '0', 'no')
 
 
@@ -99,6 +107,10 @@ def check_decoder(method, name: str, options: dict[str, Any]):
   if bound is not None and options.get('max_len', 0) > bound:
     raise ConfigError(f'--decoder.max_len={options["max_len"]}: this run decodes at most {bound} tokens '
                       f'(its config.max_decode_len); use 0 (the bound for each source) or a value <= {bound}.')
+  for key in TOKEN_BLOCKS:
+    if bound is not None and options.get(key, 0) > bound:
+      raise ConfigError(f'--decoder.{key}={options[key]}: a block longer than the {bound} tokens this run '
+                        f'decodes at most (its config.max_decode_len); use a value <= {bound}.')
   if decoder.check is not None:
     decoder.check(method, options)
 

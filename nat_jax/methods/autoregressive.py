@@ -8,9 +8,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import LeftToRightScorer
-from nat_jax.core.tokens import ceil_div, decode_length_bound, through_first_eos
+from nat_jax.core.tokens import BOS_ID, EOS_ID, ceil_div, decode_length_bound, through_first_eos
 from nat_jax.methods import register
 from nat_jax.methods.base import Method
 from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, teacher_forced_loss
@@ -31,7 +30,7 @@ def autoregressive_inputs(target: jax.Array) -> DecoderInputs:
   causally (one slot per step), and predicts y_t. Padding slots follow every real slot, so the
   causal mask alone keeps them out of real slots' attention."""
   positions = jnp.broadcast_to(jnp.arange(target.shape[1]), target.shape)  # [B, T]
-  return DecoderInputs(tokens=shift_right(target, Tokenizer.bos_id), positions=positions, groups=positions,
+  return DecoderInputs(tokens=shift_right(target, BOS_ID), positions=positions, groups=positions,
                        valid=jnp.ones(target.shape, bool), targets=target)
 
 
@@ -55,7 +54,7 @@ class TransformerScorer:
   max_target_len: int  # config.max_decode_len
   tokens_per_step: int = 1
   position_stride: int = 1
-  start_token: int = Tokenizer.bos_id
+  start_token: int = BOS_ID
 
   def _apply(self, *args, method):
     return self.model.apply({'params': self.params}, *args, method=method)
@@ -117,8 +116,8 @@ class TransformerScorer:
     if k == 1:
       return tokens
     valid, _ = through_first_eos(tokens)
-    padded = jnp.where(valid, tokens, Tokenizer.eos_id)  # EOS from the first one on
-    padded = jnp.pad(padded, ((0, 0), (0, -tokens.shape[1] % k)), constant_values=Tokenizer.eos_id)
+    padded = jnp.where(valid, tokens, EOS_ID)  # EOS from the first one on
+    padded = jnp.pad(padded, ((0, 0), (0, -tokens.shape[1] % k)), constant_values=EOS_ID)
     skips = padded[:, k - 1::k]
     keep, _ = through_first_eos(skips)
     return jnp.where(keep, skips, 0)

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from nat_jax.data.tokenizer import Tokenizer
+from nat_jax.core.tokens import EOS_ID, MASK_ID
 from nat_jax.decode.interfaces import MaskPredictor
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.methods import register
@@ -55,13 +55,13 @@ def masked_inputs(target: jax.Array, masked: jax.Array) -> DecoderInputs:
   """target i32[B, T] (y + EOS, 0-padded), masked bool[B, T] -> the non-causal view: slot t reads
   target_t or [MASK] at position t, sees every real slot, and predicts target_t where masked."""
   positions = jnp.broadcast_to(jnp.arange(target.shape[1]), target.shape)
-  return DecoderInputs(tokens=jnp.where(masked, Tokenizer.mask_id, target), positions=positions,
+  return DecoderInputs(tokens=jnp.where(masked, MASK_ID, target), positions=positions,
                        groups=jnp.zeros_like(target), valid=target > 0, targets=jnp.where(masked, target, 0))
 
 
 def text_slots(target: jax.Array) -> jax.Array:
   """bool[B, T]: the slots before each row's EOS (the tokens CMLM masks)."""
-  return (target > 0) & (target != Tokenizer.eos_id)
+  return (target > 0) & (target != EOS_ID)
 
 
 @register('cmlm', default_config)

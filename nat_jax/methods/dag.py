@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from nat_jax.data.tokenizer import BOS_ID
+from nat_jax.core.tokens import BOS_ID
 from nat_jax.decode.interfaces import Graph, GraphPredictor
 from nat_jax.core.graph import map_vertex_chunks, vertex_chunk_count
 from nat_jax.core.tokens import decode_length_bound

@@ -38,8 +38,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from nat_jax.data.tokenizer import Tokenizer
-from nat_jax.core.tokens import ceil_div, skip_frame
+from nat_jax.core.tokens import BOS_ID, EOS_ID, MASK_ID, ceil_div, skip_frame
 from nat_jax.decode.interfaces import HybridScorer, LeftToRightScorer
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.methods import register
@@ -108,7 +107,7 @@ def mixed_views(targets: jax.Array, skip: jax.Array, k: int, skip_start: int,
   """(causal view [B, T], non-causal view [B, k U]) of a batch: Skip-AT / Skip-CMLM samples on the
   rows where skip bool[B] is set, AT / randomly masked CMLM samples on the others."""
   t = targets.shape[1]
-  sk = chunk_samples(targets, k, skip_start, Tokenizer.eos_id, Tokenizer.mask_id)
+  sk = chunk_samples(targets, k, skip_start, EOS_ID, MASK_ID)
   at = autoregressive_inputs(targets)
   row = skip[:, None]
   causal = DecoderInputs(tokens=jnp.where(row, pad_to(sk['skip_at_inputs'], t), at.tokens),
@@ -157,7 +156,7 @@ class HrtMethod(Method):
     targets = batch['target'] if packing is None else packing.unpack_target(batch['target'])  # [B, T]: a pair per row
     mask_rng, enc_rng, ar_rng, nar_rng = jax.random.split(rng, 4)
     skip = skip_rows(targets, skip_probability(step, *self.curriculum))
-    start = self.skip_start if self.chunk > 1 else Tokenizer.bos_id  # k = 1: Skip-AT is AT
+    start = self.skip_start if self.chunk > 1 else BOS_ID  # k = 1: Skip-AT is AT
     views = mixed_views(targets, skip, self.chunk, start, mask_rng)
     if packing is not None:
       views = tuple(view.pack(packing) for view in views)
@@ -185,7 +184,7 @@ class HrtMethod(Method):
       if key[-1] == 'relative_keys':
         have[key] = jnp.zeros(like.shape, like.dtype)
       elif key[-1] == 'start_embeddings' and key[:-1] + ('embedding',) in have:
-        bos = have[key[:-1] + ('embedding',)][Tokenizer.bos_id]
+        bos = have[key[:-1] + ('embedding',)][BOS_ID]
         if bos.shape == like.shape[1:]:  # else the embeddings differ in size: the caller's check names them
           have[key] = jnp.broadcast_to(bos, like.shape).astype(like.dtype)
     return traverse_util.unflatten_dict(have)
@@ -214,7 +213,7 @@ class HrtView:
     if chunk not in (1, self.chunk):
       raise ConfigError(f'This HRT model was trained with chunk k={self.chunk}; it decodes with chunk {self.chunk} '
                        f'or 1 (left to right), not {chunk}.')
-    start = self.skip_start if chunk > 1 else Tokenizer.bos_id
+    start = self.skip_start if chunk > 1 else BOS_ID
     return TransformerScorer(self.model, self.params, self.max_target_len, position_stride=chunk, start_token=start)
 
   def fill_logits(self, enc, tokens):

@@ -51,9 +51,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import LeftToRightScorer
-from nat_jax.core.tokens import through_first_eos
+from nat_jax.core.tokens import BOS_ID, EOS_ID, through_first_eos
 from nat_jax.methods import register
 from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer
@@ -113,7 +112,7 @@ def order_tables(width: int, h: int) -> tuple[np.ndarray, np.ndarray]:
 def text_length(tokens: jax.Array) -> jax.Array:
   """i32[B, T] -> i32[B]: tokens before the first EOS (T where there is none)."""
   _, length = through_first_eos(tokens)
-  return length - jnp.any(tokens == Tokenizer.eos_id, axis=1)
+  return length - jnp.any(tokens == EOS_ID, axis=1)
 
 
 def reorder(targets: jax.Array, h: int) -> jax.Array:
@@ -170,7 +169,7 @@ def ibdecoder_inputs(target: jax.Array, h: int, c: int) -> DecoderInputs:
   and predicts the slot-order token i."""
   z = h * c
   ordered = reorder(target, h)  # [B, T]
-  tokens = jnp.concatenate([jnp.full_like(ordered[:, :z], Tokenizer.bos_id), ordered[:, :-z]],
+  tokens = jnp.concatenate([jnp.full_like(ordered[:, :z], BOS_ID), ordered[:, :-z]],
                            axis=1)[:, :target.shape[1]]
   slots = jnp.arange(target.shape[1])  # [T]
   directions = slot_directions(slots, h)

@@ -30,8 +30,8 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from nat_jax.core.tokens import BOS_ID
 from nat_jax.core.rows import row_updates
-from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode.interfaces import LeftToRightScorer, WindowDrafter
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.methods import register
@@ -112,7 +112,7 @@ class HeadDrafter:
     memory = head_state['memory']
     visible = jnp.zeros((batch, memory[0]['k'].shape[2]), bool) if memory else None  # [B, P]
     logits = self.draft_logits(head_state, jnp.zeros((batch, encoded.shape[-1]), encoded.dtype),
-                               jnp.full((batch,), Tokenizer.bos_id, jnp.int32), zeros,
+                               jnp.full((batch,), BOS_ID, jnp.int32), zeros,
                                memory or None, visible)
     return argmax(logits)
 
@@ -186,7 +186,7 @@ class SelfDraftMethod(Method):
     t = sample_boundaries(sample_rng, lengths, self.boundaries)  # [B, K]
     b, k = t.shape
     state = jax.vmap(boundary_states, in_axes=(None, 1), out_axes=1)(hidden, t)  # [B, K, D]
-    last = jnp.where(t >= 0, jnp.take_along_axis(target, jnp.maximum(t, 0), axis=1), Tokenizer.bos_id)  # [B, K]
+    last = jnp.where(t >= 0, jnp.take_along_axis(target, jnp.maximum(t, 0), axis=1), BOS_ID)  # [B, K]
     goal = window_targets(target, t + 1, self.window)  # [B, K, W]
     goal = jnp.where((lengths > 0)[:, None, None], goal, 0)  # padding rows score nothing
     repeat = lambda x: jnp.repeat(x, k, axis=0)  # [B, ...] -> [B*K, ...]
