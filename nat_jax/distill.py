@@ -182,7 +182,8 @@ def define_flags():
   """The command line's flags (defined only when run as a program, so the module imports anywhere)."""
   flags.DEFINE_string('workdir', None, 'Teacher run directory (any method with a left-to-right decoder).')
   flags.DEFINE_string('out', None, 'Directory for <split>.tsv and manifest.json.')
-  flags.DEFINE_string('decoder', 'beam', 'Teacher decoder; options via --decoder.<opt>=<v> (default beam, beam 4).')
+  flags.DEFINE_string('decoder', 'beam', 'Teacher decoder; options via --decoder.<opt>=<v> (default beam, beam 4).\n'
+                      + decode.describe_options())
   flags.DEFINE_list('splits', ['train', 'validation'], 'Splits to distill.')
   flags.DEFINE_integer('limit', 0, 'Distil only the first N examples of each split (0 = all; smoke runs).')
   flags.DEFINE_integer('batch_size', 64, 'Sentences per decoding batch.')

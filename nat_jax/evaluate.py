@@ -25,7 +25,7 @@ def define_flags():
   benchmark.define_measurement_flags()
   flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
   flags.DEFINE_list('decoders', [], 'Comma-separated decoder names (default: the run\'s test decoder, and greedy '
-                    'where its method has a left-to-right view).')
+                    'where its method has a left-to-right view).\n' + decode.describe_options())
   flags.DEFINE_string('out', None, 'Output directory (default <workdir>/eval).')
 
 

@@ -20,6 +20,7 @@ import signal
 from absl import flags
 
 from nat_jax import cli, hugepages
+from nat_jax.decode import describe_options
 from nat_jax.errors import ConfigError, log
 from nat_jax.models.transformer import DTYPES
 
@@ -31,7 +32,7 @@ def define_flags():
   """The command line's flags (defined only when run as a program, so the module imports anywhere)."""
   flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
   flags.DEFINE_string('decoder', None, 'Default decoder (default: greedy where the method decodes left to right, '
-                      'else the run\'s test decoder); options via --decoder.<opt>=<v>.')
+                      'else the run\'s test decoder); options via --decoder.<opt>=<v>.\n' + describe_options())
   flags.DEFINE_list('allowed_decoders', [], 'Other decoders a request may ask for (with their default options '
                     'or its own), e.g. greedy,beam. Default: only --decoder.')
   flags.DEFINE_string('host', '127.0.0.1', 'Address to listen on (0.0.0.0: every interface; see --api_key_file).')

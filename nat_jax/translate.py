@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 from absl import flags
 
 from nat_jax import cli, hugepages
+from nat_jax.decode import describe_options
 from nat_jax.files import atomic_output
 from nat_jax.models.transformer import DTYPES
 from nat_jax.translator import Translator
@@ -54,8 +55,7 @@ def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
 def define_flags():
   """The command line's flags (defined only when run as a program, so the module imports anywhere)."""
   flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
-  flags.DEFINE_string('decoder', 'greedy',
-                      'Decoder name (see nat_jax.decode.DECODERS); options via --decoder.<opt>=<v>.')
+  flags.DEFINE_string('decoder', 'greedy', 'Decoder name; options via --decoder.<opt>=<v>.\n' + describe_options())
   flags.DEFINE_string('input', None, 'Input file (default: stdin).')
   flags.DEFINE_string('output', None, 'Output file (default: stdout); replaced only when all lines are translated.')
   flags.DEFINE_integer('batch_size', 64, 'Sentences per decoding batch.')

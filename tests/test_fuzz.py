@@ -149,3 +149,43 @@ def test_the_values_the_probe_found_are_refused():
     with pytest.raises(ConfigError):
       options = decode.parse_options(name, {key: raw})
       decode.check_decoder(METHODS['at' if name != 'hrt' else 'hrt'], name, options)
+
+
+def test_help_lists_every_option_with_what_it_must_be():
+  """`--help` of the commands that take --decoder shows the rules the options are checked against."""
+  text = decode.describe_options()
+  for name, key in PAIRS:
+    assert f'{key}=' in text.split(f'\n  {name}: ', 1)[1].split('\n', 1)[0], (name, key)
+  assert 'beam_size=4 (1 to 128 beams)' in text and 'gamma=0.1 (a finite number >= 0)' in text
+
+
+# --- the command line, end to end (slow: a process per case) --------------------------------------
+TRANSLATE_FLAGS = ['batch_size', 'chunk_lines', 'average', 'checkpoint', 'dtype']
+
+
+@st.composite
+def translate_case(draw):
+  """(flags) for one `translate` run: a decoder option or one of its own flags, with a hostile value."""
+  value = draw(st.one_of(st.sampled_from(HOSTILE), raw_values()))
+  if draw(st.booleans()):
+    name, key = draw(st.sampled_from(PAIRS))
+    return [f'--decoder={name}', f'--decoder.{key}={value}']
+  return [f'--{draw(st.sampled_from(TRANSLATE_FLAGS))}={value}']
+
+
+@pytest.mark.slow
+@fuzz(40)
+@given(translate_case())
+def test_translate_command_line(trained_run, case):
+  """Exactly one line per input line and no control characters, or one `error:` line with exit 2;
+  never a traceback, never exit 0 with missing output."""
+  from tests.test_reliability import THREE_LINES, assert_one_error_line, run_cli
+  if any('\x00' in arg for arg in case):  # an argv string cannot hold NUL: the OS refuses it, not us
+    return
+  result = run_cli('nat_jax.translate', f'--workdir={trained_run}', *case)
+  if result.returncode == 0:
+    out = result.stdout.decode('utf-8')
+    assert len(out.splitlines()) == len(THREE_LINES.splitlines()) and out.endswith('\n'), (case, out)
+    assert not any(ord(c) < 32 and c != '\n' for c in out), (case, out)
+  else:
+    assert_one_error_line(result)

@@ -115,6 +115,19 @@ def check_decoder(method, name: str, options: dict[str, Any]):
     decoder.check(method, options)
 
 
+def describe_options() -> str:
+  """Every decoder's options with their defaults and what each must be (OPTION_RULES), for `--help`:
+  the same rules the options are checked against before any work."""
+  lines = ['Decoders and their options, --decoder.<option>=<value> (default; what it must be):']
+  for name in sorted(DECODERS):
+    options = [f'{key}={value!r}' + (f' ({OPTION_RULES[key][1]})' if key in OPTION_RULES else '')
+               for key, value in sorted(DECODERS[name].defaults.items())]
+    lines.append(f'  {name}: ' + ('; '.join(options) if options else 'no options'))
+  lines.append('  (block, block_size, jacobi_block and max_len: at most the run\'s config.max_decode_len; '
+               'a decoder may check more against the run, e.g. HRT\'s chunk.)')
+  return '\n'.join(lines)
+
+
 def decoders_for(method) -> list[str]:
   """Names of the registered decoders that run on the method with their default options."""
   names = []
