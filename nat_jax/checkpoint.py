@@ -15,6 +15,7 @@ checksums existed (its meta has none), and a state that was already wrong when i
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import time
@@ -171,11 +172,16 @@ def shape_mismatches(manager: ocp.CheckpointManager, step: int, abstract_state) 
   """'<parameter>: stored <shape>, the config makes <shape>' for each parameter whose shape in the
   saved step differs from `abstract_state`'s (its config's model), or is missing from one of them;
   [] when they agree or the step's metadata cannot be read (a damaged step is found by the restore)."""
+  absl_log = logging.getLogger('absl')
+  level = absl_log.level
+  absl_log.setLevel(logging.ERROR)  # orbax warns that an item directory has no step metadata: it never does
   try:
     stored = ocp.StandardCheckpointer().metadata(os.path.join(str(manager.directory), str(step), 'state'))
     stored = getattr(stored, 'item_metadata', stored)['params']
   except Exception:  # unreadable metadata: the restore reports the step
     return []
+  finally:
+    absl_log.setLevel(level)
   flat = lambda tree: {jax.tree_util.keystr(p): tuple(getattr(x, 'shape', ()))
                        for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
   have, want = flat(stored), flat(abstract_state.params)

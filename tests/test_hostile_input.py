@@ -283,3 +283,11 @@ def test_a_short_line_beside_a_very_long_one_keeps_its_own_length_bound(trained_
   width = len(encode_sources([short], run.tokenizer, run.config.max_len)[0])
   own = decode_length_bound(run.config.max_decode_len, -(-width // WIDTH_STEP) * WIDTH_STEP)
   assert mixed_aux['steps'][1] <= own
+
+
+def test_loading_a_healthy_run_warns_nothing(trained_run, caplog):
+  """The shape check before a restore reads orbax's metadata without its warning about the item
+  directory; a healthy run loads without a line on stderr."""
+  caplog.set_level('WARNING')
+  load_run(trained_run)
+  assert [r.getMessage() for r in caplog.records if r.levelname in ('WARNING', 'ERROR')] == []
