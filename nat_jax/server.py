@@ -3,7 +3,8 @@
 `Batcher`: requests put their sentences on one queue; one worker thread owns the model. It takes the
 decoder of the oldest waiting sentence, gathers up to `max_batch` waiting sentences of that decoder
 (waiting at most `max_wait_ms` after the oldest arrived), decodes them in one `Translator` call
-(length-sorted, padded to the run's source-width buckets and to a power-of-two row count) and hands
+(length-sorted; one batch of mixed widths for a decoder that bounds each row by its own width, one per
+width bucket for the others; padded to a power-of-two row count) and hands
 each request its sentences in the request's order. A request that times out is answered 504 by
 its handler; its sentences still waiting are skipped, so they never hold up others.
 
@@ -13,7 +14,8 @@ its handler; its sentences still waiting are skipped, so they never hold up othe
   POST /translate      LibreTranslate's request and answer (q a string or a list; JSON or form body)
   GET  /languages      LibreTranslate's language list: the run's pair
   GET  /health         200 once warm-up compiled the default shapes, 503 before
-  GET  /metrics        Prometheus text: requests, sentences, queue depth, batch sizes, latency, compiles
+  GET  /metrics        Prometheus text: requests (answered, in progress), sentences, queue depth, batch sizes,
+                       latency, compiles
 Errors are JSON {"error": "..."} naming the field or limit: 400 bad body or decoder, 401 missing or
 wrong key (only with an API key), 413 over `max_sentences` / `max_chars`, 503 queue full (with
 Retry-After) or shutting down, 504 timed out.
@@ -97,6 +99,7 @@ class Metrics:
     self.requests = prom.Counter('nat_jax_requests', 'HTTP requests answered', ['route', 'code'], registry=r)
     self.sentences = prom.Counter('nat_jax_sentences', 'Sentences translated', registry=r)
     self.queue_depth = prom.Gauge('nat_jax_queue_depth', 'Sentences waiting to be decoded', registry=r)
+    self.in_progress = prom.Gauge('nat_jax_requests_in_progress', 'HTTP requests being handled', registry=r)
     self.batch_size = prom.Histogram('nat_jax_batch_size', 'Sentences per decoded batch', buckets=BATCH_BUCKETS,
                                      registry=r)
     self.latency = prom.Histogram('nat_jax_request_latency_seconds', 'Time from arrival to answer of a translation '
@@ -377,6 +380,7 @@ class Service:
 
   async def answer(self, route: str, request: Request, handler) -> Response:
     t0 = time.monotonic()
+    self.metrics.in_progress.inc()
     try:
       response = await handler(request, t0)
     except BadRequest as e:
@@ -384,6 +388,8 @@ class Service:
     except Exception as e:  # noqa: BLE001 - a bug answers 500 and the server keeps serving
       log.exception('%s failed', route)
       response = JSONResponse({'error': f'internal error: {type(e).__name__}: {e}'}, status_code=500)
+    finally:
+      self.metrics.in_progress.dec()
     self.metrics.requests.labels(route, str(response.status_code)).inc()
     if route in ('/v1/translate', '/translate'):
       self.metrics.latency.labels(route).observe(time.monotonic() - t0)

@@ -59,12 +59,13 @@ def on_run_devices(src: np.ndarray, run):
 
 
 def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int, first_line: int = 1,
-                    shrink: bool = False) -> tuple[list[str], dict[str, np.ndarray]]:
+                    shrink: bool = False, mix_widths: bool = False) -> tuple[list[str], dict[str, np.ndarray]]:
   """Translate `texts` in order. Returns (translations, aux stats per sentence).
 
   run: a nat_jax.runs.Run (or any object with config, tokenizer, params). Empty / whitespace-only
   lines translate to ''. `first_line` numbers the lines in warnings. Batches hold `rows` sentences of
-  one padded width (`shrink`: a partial batch fewer rows; nat_jax.data.inference_batches). With a run on several devices
+  one padded width (`shrink`: a partial batch fewer rows; `mix_widths`: of any widths, for a decoder that
+  bounds each row by its own width; nat_jax.data.inference_batches). With a run on several devices
   (`run.mesh`), each batch's rows are split over the mesh's `data` axis, so every device decodes
   its share, not the whole batch (outputs unchanged; tests/test_aot.py checks every decoder).
   """
@@ -73,7 +74,7 @@ def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int, f
   aux_all: dict[str, np.ndarray] = {}
   keep = [i for i, t in enumerate(texts) if t.strip()]
   seqs = encode_sources([texts[i] for i in keep], tok, cfg.max_len, [first_line + i for i in keep])
-  for idx, src in inference_batches(seqs, rows, source_lengths(cfg.max_len), shrink):
+  for idx, src in inference_batches(seqs, rows, source_lengths(cfg.max_len), shrink, mix_widths):
     out = decode_fn(run.params, on_run_devices(src, run))
     tokens = host_value(out.tokens)
     aux = {k: host_value(v) for k, v in out.aux.items()}

@@ -7,9 +7,10 @@
     for t in translator.translate_with_stats(['And God said, Let there be light.']):
       print(t.text, t.stats)  # per-sentence decoder statistics, e.g. {'steps': 9, 'score': -4.2}
 
-Sentences are decoded in batches of one padded source width (a sentence's translation never depends
-on what else is translated with it), of at most `batch_size` rows, a partial batch with the
-smallest power of two that holds it. A Translator compiles each (decoder, rows, source width) shape
+A sentence's translation never depends on what else is translated with it: decoders that bound each
+row by its own source width (greedy, Jacobi, the DAG decoders: decode.cuts_rows) take batches of
+mixed widths, the others batches of one padded width; at most `batch_size` rows, a partial batch with
+the smallest power of two that holds it. A Translator compiles each (decoder, rows, source width) shape
 once, on first use, and is
 thread-safe: calls from several threads are decoded one after another, never interleaved, so a
 caller that wants requests decoded together batches them itself (as `nat_jax.serve` does). Other
@@ -135,9 +136,11 @@ class Translator:
     texts = list(texts)
     if not all(isinstance(t, str) for t in texts):
       raise ConfigError('translate takes a list of strings.')
-    fn, _ = self.decoder_for(decoder, options)
+    fn, parsed = self.decoder_for(decoder, options)
+    mix = decode.cuts_rows(self.run.method, self.decoder_key(decoder, options)[0], parsed)
     with self._lock:
-      outputs, aux = translate_texts(self.run, texts, fn, batch_size or self.batch_size, first_line, shrink=True)
+      outputs, aux = translate_texts(self.run, texts, fn, batch_size or self.batch_size, first_line, shrink=True,
+                                     mix_widths=mix)
     return [Translation(text, {k: np.asarray(v[i]).item() for k, v in aux.items()})
             for i, text in enumerate(outputs)]
 

@@ -351,3 +351,19 @@ def test_inference_batches_cover_every_index_once(shrink):
   with pytest.raises(ValueError, match='truncate'):
     list(data.inference_batches([[5] * 33], 8, lengths))
   assert not list(data.inference_batches([], 8, lengths))
+
+
+def test_mixed_width_batches_are_full_and_cover_every_index_once():
+  """mix_widths: the next `rows` sequences by length whatever their widths, padded to the widest one's
+  width; every sequence once; only the last batch partial."""
+  rng = np.random.default_rng(1)
+  seqs = [list(rng.integers(5, 50, rng.integers(1, 31))) for _ in range(45)]
+  lengths = (8, 16, 24, 32)
+  batches = list(data.inference_batches(seqs, 8, lengths, shrink=True, mix_widths=True))
+  seen = [int(i) for index, _ in batches for i in index if i >= 0]
+  assert sorted(seen) == list(range(45)) and len(batches) == 6
+  assert any(len({min(l for l in lengths if l >= len(seqs[i])) for i in index if i >= 0}) > 1 for index, _ in batches)
+  for index, tokens in batches:
+    real = [i for i in index if i >= 0]
+    assert tokens.shape[1] == min(l for l in lengths if l >= max(len(seqs[i]) for i in real))
+    assert tokens.shape[0] == (8 if len(real) == 8 else max(1, 2 ** int(np.ceil(np.log2(len(real))))))

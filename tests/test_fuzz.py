@@ -156,7 +156,7 @@ def test_help_lists_every_option_with_what_it_must_be():
   text = decode.describe_options()
   for name, key in PAIRS:
     assert f'{key}=' in text.split(f'\n  {name}: ', 1)[1].split('\n', 1)[0], (name, key)
-  assert 'beam_size=4 (1 to 128 beams)' in text and 'gamma=0.1 (a finite number >= 0)' in text
+  assert 'beam_size=4 (1 to 256 beams)' in text and 'gamma=0.1 (a finite number >= 0)' in text
 
 
 # --- the command line, end to end (slow: a process per case) --------------------------------------

@@ -173,9 +173,9 @@ def test_finite_losses_pass_the_check():
     ('dag_beam', {'top_cand': '0'}, 'top_cand=0: dag_beam needs at least 1 candidate token'),
     ('dag_beam', {'gamma': 'nan'}, 'gamma=nan: dag_beam needs a finite number >= 0'),
     ('dag_beam', {'lm_pool': '0'}, 'lm_pool=0'),
-    ('beam', {'beam_size': '100000'}, 'beam_size=100000: beam needs 1 to 128 beams'),
-    ('multiword_beam', {'beam_size': '100000'}, 'beam_size=100000: multiword_beam needs 1 to 128'),
-    ('hrt', {'b_at': '100000'}, 'b_at=100000: hrt needs 1 to 128 beams'),
+    ('beam', {'beam_size': '100000'}, 'beam_size=100000: beam needs 1 to 256 beams'),
+    ('multiword_beam', {'beam_size': '100000'}, 'beam_size=100000: multiword_beam needs 1 to 256'),
+    ('hrt', {'b_at': '100000'}, 'b_at=100000: hrt needs 1 to 256 beams'),
     ('mask_predict', {'length_beam': '100000'}, 'length_beam=100000'),
 ])
 def test_out_of_range_decoder_options_are_refused(decoder, overrides, message):

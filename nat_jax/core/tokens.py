@@ -1,6 +1,8 @@
 """Special token ids, output lengths and the token layouts that training and decoding share."""
 from __future__ import annotations
 
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
 
@@ -21,6 +23,17 @@ def decode_length_bound(max_decode_len: int, src_len: int) -> int:
   """Output tokens (incl. EOS) a decoder may produce for a padded source width (static):
   min(config.max_decode_len, 1.5 x source width + 10)."""
   return min(max_decode_len, int(LENGTH_RATIO * src_len) + LENGTH_MARGIN)
+
+
+def row_length_bounds(bound_of_width: Callable[[int], int], src: jax.Array) -> jax.Array:
+  """i32[B]: each row's output bound, `bound_of_width` (a view's static max_decode_len) at the row's own
+  padded width: its tokens rounded up to WIDTH_STEP, at most the batch's width S. A row decoded in a
+  wider batch then gets the bound it has alone in a batch of its own width (a row of padding: the
+  narrowest width's)."""
+  width = src.shape[1]
+  table = jnp.asarray([bound_of_width(min(max(k, 1) * WIDTH_STEP, width))
+                       for k in range(ceil_div(width, WIDTH_STEP) + 1)], jnp.int32)  # [S/8 + 1]
+  return table[ceil_div(jnp.sum(src != PAD_ID, axis=1), WIDTH_STEP)]
 
 
 def through_first_eos(tokens: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -237,15 +237,17 @@ class PackedTrainBatches(TrainBatches):
 
 
 def inference_batches(seqs: Sequence[Sequence[int]], rows: int, lengths: Sequence[int],
-                      shrink: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                      shrink: bool = False, mix_widths: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
   """Length-sorted translation batches: (index int64[R], tokens int32[R, Lb]).
 
   Lb is the smallest of `lengths` that fits a sequence, and a batch holds only sequences of one Lb:
   every sentence is decoded at its own padded width whatever else is translated with it, so its
-  output (whose length bound grows with the width) never depends on its batch-mates. `index` holds
-  positions in `seqs` (-1 for padding rows). R = rows, or with `shrink` the smallest power of two
-  that holds a width's last, partial batch (a lone sentence costs one row). Sequences must not
-  exceed max(lengths) (truncate before calling).
+  output (whose length bound grows with the width) never depends on its batch-mates. With
+  `mix_widths` (for decoders that bound each row by its own width, decode.cuts_rows) a batch holds the
+  next `rows` sequences by length whatever their widths, padded to the widest one's Lb: fewer, fuller
+  batches. `index` holds positions in `seqs` (-1 for padding rows). R = rows, or with `shrink` the
+  smallest power of two that holds a (width's) last, partial batch (a lone sentence costs one row).
+  Sequences must not exceed max(lengths) (truncate before calling).
   """
   lengths = sorted(lengths)
   sizes = np.array([len(s) for s in seqs], np.int64)
@@ -255,12 +257,14 @@ def inference_batches(seqs: Sequence[Sequence[int]], rows: int, lengths: Sequenc
   order = np.argsort(-sizes, kind='stable')  # Longest first: memory problems show up at once.
   width = np.asarray(lengths)[np.searchsorted(lengths, sizes[order])] if sizes.size else sizes  # [N] per sorted seq
   starts = np.flatnonzero(np.r_[True, width[1:] != width[:-1]]) if sizes.size else []
+  if mix_widths:
+    starts = [0] if sizes.size else []
   for begin, end in zip(starts, [*starts[1:], len(order)]):
     for start in range(begin, end, rows):
       chunk = order[start:min(start + rows, end)]
       index = np.full(power_of_two_rows(len(chunk), rows) if shrink else rows, -1, np.int64)
       index[:len(chunk)] = chunk
-      yield index, pad_rows([np.asarray(seqs[i]) if i >= 0 else None for i in index], int(width[begin]))
+      yield index, pad_rows([np.asarray(seqs[i]) if i >= 0 else None for i in index], int(width[start]))  # the widest
 
 
 def power_of_two_rows(n: int, limit: int) -> int:

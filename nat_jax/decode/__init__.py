@@ -20,8 +20,9 @@ whose `views()` offers that Protocol.
 """
 from nat_jax.decode.interfaces import (DecodeOutput, Graph, GraphPredictor, HybridScorer, LeftToRightScorer,
                                        MaskPredictor, WindowDrafter)
-from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, check_decoder, decode_program, decoders_for,
-                                     describe_options, make_decode_fn, method_view, parse_options, register_decoder)
+from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, check_decoder, cuts_rows, decode_program,
+                                     decoders_for, describe_options, make_decode_fn, method_view, parse_options,
+                                     register_decoder)
 
 from nat_jax.decode import beam, dag, dag_beam, greedy, hrt, jacobi, mask_predict, multiword_beam  # noqa: E402,F401  (register decoders)
 from nat_jax.decode import drafted  # noqa: E402,F401  (registered last: it builds on greedy and jacobi)

@@ -168,19 +168,19 @@ def joint_viterbi_path(graphs: GraphPredictor, src, beta: float = 1.0) -> tuple[
 DAG_PATHS = {'dag_greedy': greedy_path, 'dag_lookahead': lookahead_path, 'dag_joint_viterbi': joint_viterbi_path}
 
 
-@register_decoder('dag_greedy', GraphPredictor, remove_repeats=True)
+@register_decoder('dag_greedy', GraphPredictor, row_bounds=True, remove_repeats=True)
 def dag_greedy(graphs: GraphPredictor, src, remove_repeats: bool = True) -> DecodeOutput:
   """The text of `greedy_path`."""
   return _finish(graphs, src, *greedy_path(graphs, src), remove_repeats)
 
 
-@register_decoder('dag_lookahead', GraphPredictor, remove_repeats=True)
+@register_decoder('dag_lookahead', GraphPredictor, row_bounds=True, remove_repeats=True)
 def dag_lookahead(graphs: GraphPredictor, src, remove_repeats: bool = True) -> DecodeOutput:
   """The text of `lookahead_path`."""
   return _finish(graphs, src, *lookahead_path(graphs, src), remove_repeats)
 
 
-@register_decoder('dag_joint_viterbi', GraphPredictor, beta=1.0, remove_repeats=True)
+@register_decoder('dag_joint_viterbi', GraphPredictor, row_bounds=True, beta=1.0, remove_repeats=True)
 def dag_joint_viterbi(graphs: GraphPredictor, src, beta: float = 1.0, remove_repeats: bool = True) -> DecodeOutput:
   """The text of `joint_viterbi_path`; the returned score is that normalized path score."""
   return _finish(graphs, src, *joint_viterbi_path(graphs, src, beta), remove_repeats)

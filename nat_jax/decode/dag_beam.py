@@ -345,7 +345,8 @@ def check_options(method, options: dict):
     raise ConfigError(f'--decoder.search={options["search"]!r}: dag_beam searches on auto, {" or ".join(SEARCHES)}.')
 
 
-@register_decoder('dag_beam', GraphPredictor, check=check_options, prepare=prepare_lm, beam_size=16, top_cand=5,
+@register_decoder('dag_beam', GraphPredictor, check=check_options, prepare=prepare_lm, row_bounds=True,
+                  beam_size=16, top_cand=5,
                   alpha=1.1, beta=1.0, remove_repeats=True, lm='', gamma=0.1, lm_pool=4, search='auto')
 def dag_beam(graphs: GraphPredictor, src, beam_size: int = 16, top_cand: int = 5, alpha: float = 1.1,
              beta: float = 1.0, remove_repeats: bool = True, gamma: float = 0.1, lm_pool: int = 4,

@@ -207,19 +207,19 @@ def algorithm_options(name: str, block_size: int) -> dict:
   return {'block_size': block_size if ALGORITHMS[name] else 0}
 
 
-@register_decoder('jacobi_pj', LeftToRightScorer, max_len=0)
+@register_decoder('jacobi_pj', LeftToRightScorer, row_bounds=True, max_len=0)
 def jacobi_pj(scorer: LeftToRightScorer, src, max_len: int = 0) -> DecodeOutput:
   """Parallel Jacobi: the whole maximum length is one block."""
   return jacobi_decode(scorer, src, max_len=max_len, **algorithm_options('pj', 0))
 
 
-@register_decoder('jacobi_pgj', LeftToRightScorer, block_size=3, max_len=0)
+@register_decoder('jacobi_pgj', LeftToRightScorer, row_bounds=True, block_size=3, max_len=0)
 def jacobi_pgj(scorer: LeftToRightScorer, src, block_size: int = 3, max_len: int = 0) -> DecodeOutput:
   """Parallel Gauss-Seidel-Jacobi: blocks of `block_size`; a row stops once an EOS is final."""
   return jacobi_decode(scorer, src, max_len=max_len, **algorithm_options('pgj', block_size))
 
 
-@register_decoder('jacobi_hgj', LeftToRightScorer, block_size=3, max_len=0)
+@register_decoder('jacobi_hgj', LeftToRightScorer, row_bounds=True, block_size=3, max_len=0)
 def jacobi_hgj(scorer: LeftToRightScorer, src, block_size: int = 3, max_len: int = 0) -> DecodeOutput:
   """Hybrid GS-Jacobi: blocks of `block_size`, no oracle length; a row stops once its converged prefix holds an EOS."""
   return jacobi_decode(scorer, src, max_len=max_len, **algorithm_options('hgj', block_size))

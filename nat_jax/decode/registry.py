@@ -13,7 +13,9 @@ import math
 from typing import Any, Callable, Optional
 
 import jax
+import jax.numpy as jnp
 
+from nat_jax.core.tokens import row_length_bounds
 from nat_jax.decode.interfaces import DecodeOutput
 from nat_jax.errors import ConfigError
 
@@ -30,11 +32,15 @@ class Decoder:
   # load_run) or choose by the platform they run on: fn gets **extra_fn(extra_params, src) inside the same jit,
   # and fn_options instead of the options.
   prepare: Optional[Callable[[Any, dict, Any, Any, str], tuple[Callable, Any, dict]]] = None
+  # Its output cut at any length is what it decodes with that length bound (greedy and what equals it, the DAG
+  # decoders, which cut their path's text): each row is cut at its own width's bound (`cuts_rows`), so a
+  # batch may mix source widths and a sentence's translation still never depends on its batch-mates.
+  row_bounds: bool = False
 
 
 DECODERS: dict[str, Decoder] = {}
 
-MAX_HYPOTHESES = 128  # beams (beam_size, b_at, b_nat, length_beam) per sentence: more would not fit a batch's memory
+MAX_HYPOTHESES = 256  # beams (beam_size, b_at, b_nat, length_beam) per sentence: more would not fit a batch's memory
 
 # What every decoder's option of that name must satisfy: (test, what it must be). Size-like options are
 # bounded here or, where the bound is the run's (a block of tokens <= its length bound), in check_decoder,
@@ -62,11 +68,27 @@ TRUE, FALSE = ('true', '1', 'yes'), ('false', '0', 'no')
 
 
 def register_decoder(name: str, needs: type, check: Optional[Callable[[Any, dict], None]] = None,
-                     prepare: Optional[Callable] = None, **defaults):
+                     prepare: Optional[Callable] = None, row_bounds: bool = False, **defaults):
   def wrap(fn):
-    DECODERS[name] = Decoder(name, fn, needs, defaults, check, prepare)
+    DECODERS[name] = Decoder(name, fn, needs, defaults, check, prepare, row_bounds)
     return fn
   return wrap
+
+
+def cuts_rows(method, name: str, options: dict[str, Any]) -> bool:
+  """Whether decoder `name` with `options` bounds each row by its own source width (Decoder.row_bounds, one
+  token per step, no fixed max_len): then batches may mix source widths (nat_jax.data.inference_batches)."""
+  return (DECODERS[name].row_bounds and not options.get('max_len', 0)
+          and getattr(method, 'tokens_per_step', 1) == 1)
+
+
+def cut_to_row_bounds(view, out: DecodeOutput, src: jax.Array) -> DecodeOutput:
+  """`out` with each row's tokens past its own bound (core.tokens.row_length_bounds of the view's
+  max_decode_len) zeroed and its `steps` statistic capped there."""
+  bounds = row_length_bounds(view.max_decode_len, src)  # [B]
+  keep = jnp.arange(out.tokens.shape[1])[None, :] < bounds[:, None]  # [B, T]
+  aux = {**out.aux, **({'steps': jnp.minimum(out.aux['steps'], bounds)} if 'steps' in out.aux else {})}
+  return out._replace(tokens=jnp.where(keep, out.tokens, 0), aux=aux)
 
 
 def parse_value(key: str, raw: str, kind: type):
@@ -163,10 +185,17 @@ def decode_program(method, name: str, options: dict[str, Any], tokenizer=None, l
   decoder = DECODERS[name]
   build = method_view(method, decoder.needs, f'Decoder {name!r}')
   if decoder.prepare is None:
-    return (lambda params, extra, src: decoder.fn(build(params), src, **options)), None
-  extra_fn, extra_params, fn_options = decoder.prepare(method, options, tokenizer, load_run,
-                                                       platform or jax.default_backend())
-  return (lambda params, extra, src: decoder.fn(build(params), src, **extra_fn(extra, src), **fn_options)), extra_params
+    extra_fn, extra_params, fn_options = (lambda extra, src: {}), None, options
+  else:
+    extra_fn, extra_params, fn_options = decoder.prepare(method, options, tokenizer, load_run,
+                                                         platform or jax.default_backend())
+  cut = cuts_rows(method, name, options)
+
+  def fn(params, extra, src):
+    view = build(params)
+    out = decoder.fn(view, src, **extra_fn(extra, src), **fn_options)
+    return cut_to_row_bounds(view, out, src) if cut and getattr(view, 'tokens_per_step', 1) == 1 else out
+  return fn, extra_params
 
 
 def make_decode_fn(method, name: str, options: dict[str, Any], tokenizer=None,
