@@ -45,6 +45,8 @@ flags.DEFINE_integer('latency_sentences', 100, 'Sentences translated alone offli
 flags.DEFINE_integer('soak_seconds', 0, 'Seconds of 32-client load on the first entry\'s batching server, for the '
                      'memory check.')
 flags.DEFINE_float('max_wait_ms', 0.0, 'The batching server\'s --max_wait_ms.')
+flags.DEFINE_enum('warmup', 'narrow', ['none', 'narrow', 'all'], 'The servers\' --warmup (all: every shape a load '
+                  'can meet compiles before the server reports ready; its time is in the results).')
 flags.DEFINE_string('out', None, 'JSON results file.')
 FLAGS = flags.FLAGS
 
@@ -112,14 +114,17 @@ def start_server(workdir: str, decoder: str, max_batch: int) -> tuple[subprocess
   port = free_port()
   proc = subprocess.Popen([sys.executable, '-m', 'nat_jax.serve', f'--workdir={workdir}', f'--decoder={decoder}',
                            f'--port={port}', f'--max_batch={max_batch}', f'--max_wait_ms={FLAGS.max_wait_ms}',
-                           '--max_queue=1000000', '--timeout_s=600'], stderr=subprocess.DEVNULL)
+                           '--max_queue=1000000', '--timeout_s=600', f'--warmup={FLAGS.warmup}'],
+                          stderr=subprocess.DEVNULL)
   url = f'http://127.0.0.1:{port}'
-  deadline = time.monotonic() + 900
+  started, deadline = time.monotonic(), time.monotonic() + 1800
   while True:
     if proc.poll() is not None:
       raise RuntimeError(f'the server for {workdir} exited with status {proc.returncode}.')
     try:
       if httpx.get(url + '/health').status_code == 200:
+        print(f'  server (max_batch={max_batch}, warmup={FLAGS.warmup}) ready in {time.monotonic() - started:.0f} s',
+              flush=True)
         return proc, url
     except httpx.TransportError:
       pass

@@ -126,6 +126,10 @@ class Translator:
                                                    load_run)
       return self._decoders[key]
 
+  def mixes_widths(self, decoder: Optional[str], options: Optional[Mapping[str, Any]], parsed: dict) -> bool:
+    """Whether this decoder's batches mix source widths (its rows bounded by their own: decode.cuts_rows)."""
+    return decode.cuts_rows(self.run.method, self.decoder_key(decoder, options)[0], parsed)
+
   def translate_with_stats(self, texts: Sequence[str], decoder: Optional[str] = None,
                            options: Optional[Mapping[str, Any]] = None,
                            batch_size: Optional[int] = None, first_line: int = 1) -> list[Translation]:
@@ -137,7 +141,7 @@ class Translator:
     if not all(isinstance(t, str) for t in texts):
       raise ConfigError('translate takes a list of strings.')
     fn, parsed = self.decoder_for(decoder, options)
-    mix = decode.cuts_rows(self.run.method, self.decoder_key(decoder, options)[0], parsed)
+    mix = self.mixes_widths(decoder, options, parsed)
     with self._lock:
       outputs, aux = translate_texts(self.run, texts, fn, batch_size or self.batch_size, first_line, shrink=True,
                                      mix_widths=mix)
@@ -151,9 +155,9 @@ class Translator:
     returns how many shapes it ran."""
     if widths not in ('narrow', 'all'):
       raise ConfigError(f"warm_up widths must be 'narrow' or 'all', got {widths!r}.")
-    fn, _ = self.decoder_for(decoder, options)
+    fn, parsed = self.decoder_for(decoder, options)
     counts = sorted({power_of_two_rows(n, self.batch_size) for n in range(1, self.batch_size + 1)})
-    lengths = source_lengths(self.run.config.max_len)
+    lengths = source_lengths(self.run.config.max_len, self.mixes_widths(decoder, options, parsed))
     shapes = [(rows, width) for width in (lengths if widths == 'all' else lengths[:1]) for rows in counts]
     with self._lock:
       for rows, width in shapes:  # rows of padding, as every partial batch has
