@@ -23,7 +23,7 @@ def source_lengths(max_len: int, geometric: bool = False) -> list[int]:
   A batch is padded at most 7 tokens past its longest source, so the encoder (and a
   DA-Transformer's graph of lambda x width vertices) stays close to the real length, for at most
   max_len / 8 compiled shapes, each compiled only when a batch needs it. `geometric`: 8, 16, 24, 32,
-  48, 64, 96, 128, ... (each at most 1.5x the one before), for batches of mixed widths whose rows are
+  48, 64, 96, 128, ... (from 16 on each at most 1.5x the one before), for batches of mixed widths whose rows are
   bounded by their own width (decode.cuts_rows): padding then changes no output, so fewer shapes
   (8 rather than 16 up to 128) are worth up to a third more padding.
   """
