@@ -158,14 +158,11 @@ def validate_config(config: ml_collections.ConfigDict):
       (config.model.d_model % max(config.model.num_heads, 1) == 0, 'model.d_model must be a multiple of num_heads'),
       (config.max_len <= MAX_LEN and config.max_decode_len <= MAX_LEN,
        f'max_len and max_decode_len must be <= {MAX_LEN}'),
-      (config.tokens_per_batch <= MAX_TOKENS_PER_BATCH,
-       f'tokens_per_batch must be <= {MAX_TOKENS_PER_BATCH} (use grad_accum_steps for larger batches)'),
       (config.cooldown_steps >= 0, 'cooldown_steps must be >= 0'),
   ]
   for ok, msg in checks:
     if not ok:
       raise ConfigError(f'Bad config: {msg}.')
-  check_fits(config)
   method = get_method(config, config.vocab_size)  # an unknown method or a bad section: ConfigError
   for key in ('eval_decoder', 'test_decoder'):
     try:
@@ -197,10 +194,14 @@ def device_memory_bytes() -> int:
 
 
 def check_fits(config):
-  """ConfigError when the parameters, their gradients and Adam's two moments (16 bytes a parameter in
-  fp32, split over `mesh.model_parallel` devices) alone exceed one device's memory: refused before
+  """ConfigError when training this config here cannot fit: a micro-batch of more than
+  MAX_TOKENS_PER_BATCH tokens, or parameters, their gradients and Adam's two moments (16 bytes a parameter
+  in fp32, split over `mesh.model_parallel` devices) alone beyond one device's memory: refused before
   anything is allocated. Activations are not counted: a config that passes may still need a smaller
-  tokens_per_batch."""
+  tokens_per_batch. (`nat_jax.aot` does not ask this: it compiles for another chip and reports the fit.)"""
+  if config.tokens_per_batch > MAX_TOKENS_PER_BATCH:
+    raise ConfigError(f'Bad config: tokens_per_batch must be <= {MAX_TOKENS_PER_BATCH} (use grad_accum_steps for '
+                      'larger batches).')
   need = 16 * estimated_parameters(config) / max(config.mesh.model_parallel, 1)
   have = device_memory_bytes()
   if need > have:
@@ -525,6 +526,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
   """Train (or resume) a run in `workdir`, then evaluate it on the test split. Returns the test
   results, or None when SIGTERM stopped training (a checkpoint was saved; rerun to resume)."""
   validate_config(config)
+  check_fits(config)
   check_same_model(workdir, config)
   setup_compilation_cache(config.compilation_cache_dir)
   os.makedirs(workdir, exist_ok=True)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import pytest
 
 from nat_jax import decode, train
-from nat_jax.decode.registry import DECODERS, MAX_HYPOTHESES, TOKEN_BLOCKS
+from nat_jax.decode.registry import DECODERS, MAX_BLOCK, MAX_HYPOTHESES
 from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
 from tests.conftest import tiny_config
@@ -52,8 +52,10 @@ def check_option(name: str, key: str, raw: str):
     assert value >= 0, (name, key, raw, value)
     if key in ('beam_size', 'b_at', 'b_nat', 'length_beam'):
       assert 1 <= value <= MAX_HYPOTHESES, (name, key, raw, value)
-    if key in TOKEN_BLOCKS + ('max_len',):
+    if key == 'max_len':
       assert value <= max(m.max_target_len for m in METHODS.values()), (name, key, raw, value)
+    if key in ('block', 'block_size', 'jacobi_block'):
+      assert value <= MAX_BLOCK, (name, key, raw, value)
 
 
 PAIRS = [(name, key) for name in sorted(DECODERS) for key in sorted(DECODERS[name].defaults)]
@@ -115,6 +117,7 @@ def check_setting(key: str, value):
   config = tiny_config(NO_DATA, **{key: value})
   try:
     train.validate_config(config)
+    train.check_fits(config)
   except ConfigError as e:
     assert str(e) and '\n' not in str(e), repr(e)
     return

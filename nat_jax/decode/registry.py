@@ -40,6 +40,7 @@ class Decoder:
 
 DECODERS: dict[str, Decoder] = {}
 
+MAX_BLOCK = 4096  # tokens (steps) per block: what the longest config decodes; a block past a run's bound is the whole
 MAX_HYPOTHESES = 256  # beams (beam_size, b_at, b_nat, length_beam) per sentence: more would not fit a batch's memory
 
 # What every decoder's option of that name must satisfy: (test, what it must be). Size-like options are
@@ -51,19 +52,18 @@ OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     'length_beam': (lambda v: 1 <= v <= MAX_HYPOTHESES, f'1 to {MAX_HYPOTHESES} length candidates'),
     'b_at': (lambda v: 1 <= v <= MAX_HYPOTHESES, f'1 to {MAX_HYPOTHESES} beams'),
     'b_nat': (lambda v: 1 <= v <= MAX_HYPOTHESES, f'1 to {MAX_HYPOTHESES} beams'),
-    'block_size': (lambda v: v >= 1, 'at least 1'),
-    'jacobi_block': (lambda v: v >= 0, '0 (off) or a block of at least 1 step'),
+    'block_size': (lambda v: 1 <= v <= MAX_BLOCK, f'1 to {MAX_BLOCK}'),
+    'jacobi_block': (lambda v: 0 <= v <= MAX_BLOCK, f'0 (off) or a block of 1 to {MAX_BLOCK} steps'),
     'chunk': (lambda v: v >= 0, "0 (the model's chunk size) or a chunk size"),
     'max_len': (lambda v: v >= 0, "0 (the model's bound) or a positive number of tokens"),
     'alpha': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
     'tau': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
-    'block': (lambda v: v >= 1, 'at least 1'),
+    'block': (lambda v: 1 <= v <= MAX_BLOCK, f'1 to {MAX_BLOCK}'),
     'beta': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
     'gamma': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
     'top_cand': (lambda v: v >= 1, 'at least 1 candidate token per vertex'),
     'lm_pool': (lambda v: 1 <= v <= 64, '1 to 64'),
 }
-TOKEN_BLOCKS = ('block', 'block_size', 'jacobi_block')  # tokens per block: at most the run's length bound
 TRUE, FALSE = ('true', '1', 'yes'), ('false', '0', 'no')
 
 
@@ -129,10 +129,6 @@ def check_decoder(method, name: str, options: dict[str, Any]):
   if bound is not None and options.get('max_len', 0) > bound:
     raise ConfigError(f'--decoder.max_len={options["max_len"]}: this run decodes at most {bound} tokens '
                       f'(its config.max_decode_len); use 0 (the bound for each source) or a value <= {bound}.')
-  for key in TOKEN_BLOCKS:
-    if bound is not None and options.get(key, 0) > bound:
-      raise ConfigError(f'--decoder.{key}={options[key]}: a block longer than the {bound} tokens this run '
-                        f'decodes at most (its config.max_decode_len); use a value <= {bound}.')
   if decoder.check is not None:
     decoder.check(method, options)
 
@@ -145,8 +141,8 @@ def describe_options() -> str:
     options = [f'{key}={value!r}' + (f' ({OPTION_RULES[key][1]})' if key in OPTION_RULES else '')
                for key, value in sorted(DECODERS[name].defaults.items())]
     lines.append(f'  {name}: ' + ('; '.join(options) if options else 'no options'))
-  lines.append('  (block, block_size, jacobi_block and max_len: at most the run\'s config.max_decode_len; '
-               'a decoder may check more against the run, e.g. HRT\'s chunk.)')
+  lines.append('  (max_len: at most the run\'s config.max_decode_len; a block longer than that decodes as one block '
+               'of it; a decoder may check more against the run, e.g. HRT\'s chunk.)')
   return '\n'.join(lines)
 
 
