@@ -26,17 +26,8 @@ from nat_jax.sharding import make_mesh
 from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
 from nat_jax.translation import encode_sources, translate_texts
 from tests.conftest import tiny_config
+from tests.test_files import device  # a device node of its own in tmp_path, never the machine's /dev/full
 from tests.test_reliability import REPO, THREE_LINES, assert_one_error_line, copy_run, run_cli
-
-
-def device(tmp_path, name: str, minor: int) -> str:
-  """A character device node 1:<minor> (7: full) in tmp_path; never the machine's /dev/full."""
-  path = str(tmp_path / name)
-  try:
-    os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, minor))
-  except (PermissionError, OSError) as e:
-    pytest.skip(f'mknod not allowed here: {e}')
-  return path
 
 
 # --- outputs -------------------------------------------------------------------------------------
