@@ -44,8 +44,8 @@ MAX_BLOCK = 4096  # tokens (steps) per block: what the longest config decodes; a
 MAX_HYPOTHESES = 256  # beams (beam_size, b_at, b_nat, length_beam) per sentence: more would not fit a batch's memory
 
 # What every decoder's option of that name must satisfy: (test, what it must be). Size-like options are
-# bounded here or, where the bound is the run's (a block of tokens <= its length bound), in check_decoder,
-# so a value that cannot fit is refused before anything is allocated.
+# bounded here (max_len, whose bound is the run's, in check_decoder), so a value that cannot fit is
+# refused before anything is allocated.
 OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     'beam_size': (lambda v: 1 <= v <= MAX_HYPOTHESES, f'1 to {MAX_HYPOTHESES} beams'),
     'iterations': (lambda v: 1 <= v <= 1000, '1 to 1000 iterations'),
