@@ -14,7 +14,9 @@ For each run:decoder, on the first `--sentences` sentences of its test split (Ac
   shapes it needs (compiles that still happen while timing are counted from /metrics and reported);
 - `--soak_seconds`: the first entry's batching server under 32 clients that long, its resident memory
   at the start and the end of it.
-Ratios: served throughput / offline batch-64 throughput, served p99 at 1 client / offline batch-1 p99.
+Ratios: served throughput / offline batch-64 throughput, served p99 at 1 client / offline batch-1 p99,
+and the server's CPU seconds per sentence (all its threads, /proc) / offline batch 64's: the clients run
+on the same cores as the server here, so the last says what the server itself costs per sentence.
 """
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ flags.DEFINE_integer('soak_seconds', 0, 'Seconds of 32-client load on the first 
 flags.DEFINE_float('max_wait_ms', 0.0, 'The batching server\'s --max_wait_ms.')
 flags.DEFINE_enum('warmup', 'narrow', ['none', 'narrow', 'all'], 'The servers\' --warmup (all: every shape a load '
                   'can meet compiles before the server reports ready; its time is in the results).')
+flags.DEFINE_enum('http', 'auto', ['auto', 'fast', 'pure'], "The servers' --http (HTTP parser and event loop).")
+flags.DEFINE_bool('one_at_a_time', True, 'Also serve with --max_batch=1.')
 flags.DEFINE_string('out', None, 'JSON results file.')
 FLAGS = flags.FLAGS
 
@@ -59,11 +63,12 @@ def offline(workdir: str, decoder: str, sentences: list[str]) -> dict:
   """Batch-64 throughput and batch-1 latency of Translator.translate in this process."""
   translator = Translator(workdir, decoder, batch_size=64)
   translator.translate(sentences)  # compiles every batch-64 shape
-  times = []
+  times, cpu = [], []
   for _ in range(FLAGS.passes):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     translator.translate(sentences)
     times.append(time.perf_counter() - t0)
+    cpu.append(time.process_time() - c0)
   alone = sentences[:FLAGS.latency_sentences]
   for s in alone:  # compiles every batch-1 shape
     translator.translate([s], batch_size=1)
@@ -74,6 +79,7 @@ def offline(workdir: str, decoder: str, sentences: list[str]) -> dict:
     latency.append(time.perf_counter() - t0)
   return {'batch64_sentences_per_s': round(len(sentences) / float(np.median(times)), 1),
           'batch64_spread': [round(len(sentences) / max(times), 1), round(len(sentences) / min(times), 1)],
+          'batch64_cpu_ms_per_sentence': round(1000 * float(np.median(cpu)) / len(sentences), 2),
           'batch1_p50_ms': percentile_ms(latency, 50), 'batch1_p99_ms': percentile_ms(latency, 99)}
 
 
@@ -114,7 +120,8 @@ def start_server(workdir: str, decoder: str, max_batch: int) -> tuple[subprocess
   port = free_port()
   proc = subprocess.Popen([sys.executable, '-m', 'nat_jax.serve', f'--workdir={workdir}', f'--decoder={decoder}',
                            f'--port={port}', f'--max_batch={max_batch}', f'--max_wait_ms={FLAGS.max_wait_ms}',
-                           '--max_queue=1000000', '--timeout_s=600', f'--warmup={FLAGS.warmup}'],
+                           '--max_queue=1000000', '--timeout_s=600', f'--warmup={FLAGS.warmup}',
+                           f'--http={FLAGS.http}'],
                           stderr=subprocess.DEVNULL)
   url = f'http://127.0.0.1:{port}'
   started, deadline = time.monotonic(), time.monotonic() + 1800
@@ -140,6 +147,13 @@ def rss_mib(pid: int) -> float:
       if line.startswith('VmRSS:'):
         return round(int(line.split()[1]) / 1024, 1)
   return float('nan')
+
+
+def cpu_seconds(pid: int) -> float:
+  """User + system CPU seconds of process `pid`, all its threads (/proc/<pid>/stat)."""
+  with open(f'/proc/{pid}/stat') as f:
+    fields = f.read().rsplit(')', 1)[1].split()
+  return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def compiles(url: str) -> float:
@@ -181,8 +195,11 @@ def served(workdir: str, decoder: str, sentences: list[str], max_batch: int, lev
     out = {}
     for clients in levels:
       asyncio.run(load(url, sentences, clients, requests=len(sentences)))  # untimed: compiles what this load needs
-      before = compiles(url)
+      before, server_cpu, client_cpu = compiles(url), cpu_seconds(proc.pid), time.process_time()
       out[str(clients)] = asyncio.run(load(url, sentences, clients, requests=len(sentences)))
+      done = out[str(clients)]['requests']
+      out[str(clients)]['server_cpu_ms_per_sentence'] = round(1000 * (cpu_seconds(proc.pid) - server_cpu) / done, 2)
+      out[str(clients)]['client_cpu_ms_per_sentence'] = round(1000 * (time.process_time() - client_cpu) / done, 2)
       out[str(clients)]['compiles_while_timed'] = compiles(url) - before
       print(f'  max_batch={max_batch} clients={clients}: {out[str(clients)]}', flush=True)
     if soak_seconds:
@@ -215,12 +232,16 @@ def main(argv):
     print(f'  offline: {row["offline"]}', flush=True)
     row['batching'] = served(workdir, decoder, sentences, 64, levels,
                              FLAGS.soak_seconds if entry == FLAGS.runs[0] else 0)
-    row['one_at_a_time'] = served(workdir, decoder, sentences, 1, levels)
+    if FLAGS.one_at_a_time:
+      row['one_at_a_time'] = served(workdir, decoder, sentences, 1, levels)
     base = row['offline']
     row['ratios'] = {
         'throughput_vs_offline_b64': {c: round(row['batching'][str(c)]['sentences_per_s']
                                                / base['batch64_sentences_per_s'], 3) for c in levels},
-        'p99_1_client_vs_offline_b1': round(row['batching'][str(levels[0])]['p99_ms'] / base['batch1_p99_ms'], 3)}
+        'p99_1_client_vs_offline_b1': round(row['batching'][str(levels[0])]['p99_ms'] / base['batch1_p99_ms'], 3),
+        # what the server spends per sentence against offline batch 64: its throughput on cores of its own
+        'server_cpu_vs_offline_b64': {c: round(row['batching'][str(c)]['server_cpu_ms_per_sentence']
+                                               / base['batch64_cpu_ms_per_sentence'], 3) for c in levels}}
     print(f'  ratios: {row["ratios"]}', flush=True)
     report['rows'][entry] = row
   if FLAGS.out:

@@ -32,7 +32,7 @@ from nat_jax.data import bucket_shapes
 from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
 from nat_jax.timing import machine, timed
-from nat_jax.train import compile_steps, define_flags, load_data, training_batches
+from nat_jax.train import COMMAND_FLAGS, compile_steps, load_data, training_batches
 from nat_jax.train_state import create_train_state, make_optimizer, state_shardings
 
 flags.DEFINE_integer('steps', 40, 'Timed steps per variant and pass.')
@@ -147,5 +147,5 @@ def main(_):
 
 
 if __name__ == '__main__':
-  define_flags()
+  cli.define_flags(COMMAND_FLAGS)
   cli.run_command(main)

@@ -41,11 +41,11 @@ import tempfile
 import time
 from typing import Any, Callable, Sequence
 
-from absl import app, flags
+from absl import flags
 import jax
 import numpy as np
 
-from nat_jax import cli, ct2, decode, hugepages
+from nat_jax import cli, ct2, decode
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.files import atomic_output, write_atomic
@@ -60,24 +60,25 @@ from nat_jax.errors import ConfigError
 FLAGS = flags.FLAGS
 
 
-def define_measurement_flags():
-  """The flags of what is measured and how (shared with nat_jax.evaluate); defined when run as a program."""
-  flags.DEFINE_enum('split', 'test', ['train', 'validation', 'test'], 'Split to translate.')
-  flags.DEFINE_integer('max_sentences', 0, 'The first N sentences of the split (0 = all).')
-  flags.DEFINE_list('batch_sizes', ['1', '8', '64'], 'Batch sizes timed (1: the latency passes).')
-  flags.DEFINE_integer('latency_sentences', 100, 'Sentences translated one by one for batch-1 latency and words/s.')
-  flags.DEFINE_integer('batch1_runs', 3, 'Passes over the latency sentences at batch 1.')
-  flags.DEFINE_enum('dtype', 'float32', list(DTYPES), 'Inference precision of entries without @dtype.')
-  flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which checkpoints to load.')
-  flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')
-
-
-def define_flags():
-  define_measurement_flags()
-  flags.DEFINE_list('runs', None, 'workdir[@dtype][:decoder+decoder...],...')
-  flags.DEFINE_string('baseline', None, 'The run (workdir[@dtype] as in --runs) whose greedy and beam the speed-ups '
-                      'are against (default: the first run of method at, else the first run).')
-  flags.DEFINE_string('out', 'runs/benchmark', 'Output directory.')
+# The flags of what is measured and how (shared with nat_jax.evaluate).
+MEASUREMENT_FLAGS = (
+    cli.Flag('split', 'enum', 'test', 'Split to translate.', choices=('train', 'validation', 'test')),
+    cli.Flag('max_sentences', 'int', 0, 'The first N sentences of the split.', low=1, zero='all'),
+    cli.Flag('batch_sizes', 'list', ['1', '8', '64'], 'Batch sizes timed (1: the latency passes).', items='int', low=1,
+             high=cli.MAX_ROWS, required=True),
+    cli.Flag('latency_sentences', 'int', 100, 'Sentences translated one by one for batch-1 latency and words/s.',
+             low=1, zero='no latency pass'),
+    cli.Flag('batch1_runs', 'int', 3, 'Passes over the latency sentences at batch 1.', low=1, high=1000),
+    cli.Flag('dtype', 'enum', 'float32', 'Inference precision of entries without @dtype.', choices=tuple(DTYPES)),
+    cli.checkpoint_flag(),
+    cli.average_flag(),
+)
+COMMAND_FLAGS = MEASUREMENT_FLAGS + (
+    cli.Flag('runs', 'list', None, 'workdir[@dtype][:decoder+decoder...],...', required=True),
+    cli.Flag('baseline', 'str', None, 'The run (workdir[@dtype] as in --runs) whose greedy and beam the speed-ups '
+             'are against (default: the first run of method at, else the first run).'),
+    cli.Flag('out', 'str', 'runs/benchmark', 'Output directory.', path='new_dir'),
+)
 
 
 # --- what to run -------------------------------------------------------------------------------
@@ -474,13 +475,7 @@ def write_report(report: dict, hyps: dict[str, list[str]], out: str) -> str:
 def run_from_flags(make_entries: Callable[[], list[Entry]], baseline: str | None, out: str):
   """The command lines' body (benchmark, evaluate): the entries, measured as the measurement flags say,
   written to `out` and printed; a bad entry, decoder or option, or a missing run: `error: ...`, exit 2."""
-  try:
-    batch_sizes = [int(b) for b in FLAGS.batch_sizes]
-  except ValueError:
-    raise ConfigError(f'--batch_sizes={",".join(FLAGS.batch_sizes)}: expected whole numbers, e.g. 1,8,64.') from None
-  cli.check_positive(average=FLAGS.average, batch1_runs=FLAGS.batch1_runs)
-  if FLAGS.max_sentences < 0 or FLAGS.latency_sentences < 0:
-    raise ConfigError('--max_sentences and --latency_sentences must be >= 0 (0 = all / no latency pass).')
+  batch_sizes = [int(b) for b in FLAGS.batch_sizes]  # checked: MEASUREMENT_FLAGS
   entries = make_entries()
   report, hyps = benchmark(entries, baseline=baseline, batch_sizes=batch_sizes,
                            split=FLAGS.split, max_sentences=FLAGS.max_sentences,
@@ -492,19 +487,10 @@ def run_from_flags(make_entries: Callable[[], list[Entry]], baseline: str | None
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  if not FLAGS.runs:
-    raise app.UsageError('--runs=workdir[:decoder+decoder...],... is required.')
   run_from_flags(lambda: [parse_entry(spec, FLAGS.dtype) for spec in FLAGS.runs], FLAGS.baseline, FLAGS.out)
 
 
-def console():
-  """The `nat-jax-benchmark` command (a console script of the installed package): the same as
-  `python -m nat_jax.benchmark`."""
-  hugepages.reexec_command_line()
-  define_flags()
-  cli.run_command(main)
+console = cli.command(COMMAND_FLAGS, main)  # `nat-jax-benchmark`, `python -m nat_jax.benchmark`
 
 
 if __name__ == '__main__':

@@ -9,6 +9,7 @@ traceback; warnings are `warning: ...` lines on stderr (nat_jax.errors.log).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import errno
 import importlib.util
@@ -16,11 +17,13 @@ import logging
 import math
 import os
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from absl import app, flags
 from absl import logging as absl_logging
+from ml_collections import config_flags
 
+from nat_jax import hugepages
 from nat_jax.errors import ConfigError, NatJaxError, setup_logging
 from nat_jax.files import TMP_SUFFIX
 from nat_jax.runs import Run, load_run
@@ -63,9 +66,11 @@ def os_error_message(e: OSError) -> str:
   return (f'{where}: {what}' if where else what) + ' (check the path, its permissions and free disk space)'
 
 
-def run_command(main: Callable[[list[str]], Any], decoder_overrides: Optional[dict[str, str]] = None):
+def run_command(main: Callable[[list[str]], Any], decoder_overrides: Optional[dict[str, str]] = None,
+                command_flags: Sequence['Flag'] = ()):
   """Runs a command line's `main` under absl: `--decoder.<opt>=<v>` moved into `decoder_overrides`
-  (when given), flags parsed by `parse_flags`, and every user-caused error turned into `fail`."""
+  (when given), flags parsed by `parse_flags` and checked against `command_flags` (`check_flags`)
+  before any work, and every user-caused error turned into `fail`."""
   argv = sys.argv
   if decoder_overrides is not None:
     try:
@@ -77,6 +82,10 @@ def run_command(main: Callable[[list[str]], Any], decoder_overrides: Optional[di
   def guarded(args):
     quiet_logs()
     try:
+      if len(args) > 1:
+        raise ConfigError(f'unexpected arguments {args[1:]}: every value is given as --<flag>=<value> '
+                          '(see --help).')
+      check_flags(command_flags)
       return main(args)
     except app.UsageError as e:
       fail(str(e))
@@ -89,7 +98,189 @@ def run_command(main: Callable[[list[str]], Any], decoder_overrides: Optional[di
   app.run(guarded, argv=argv, flags_parser=parse_flags)
 
 
-# --- flags ---------------------------------------------------------------------------------------
+# --- each command's flags: what they are, what each value must be ---------------------------------
+MAX_ROWS = 65536  # sentences decoded at once (a batch): 64k rows of 4,096 tokens is past any device's memory
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+  """One flag of a command line with what its value must be. A command declares its flags as a tuple
+  of these (its COMMAND_FLAGS): `define_flags` makes them absl flags whose --help says the rule,
+  `check_flags` refuses a value that breaks it before any work, and the fuzzer (tests/test_fuzz.py)
+  draws hostile values for every flag of every command from the same table."""
+  name: str
+  kind: str  # 'int' | 'float' | 'str' | 'bool' | 'enum' | 'list' | 'config' (a recipe, --config.<key> overrides)
+  default: Any
+  help: str
+  low: Optional[float] = None   # int / float, and each item of an int list: at least this
+  high: Optional[float] = None  # ... and at most this
+  zero: str = ''                # int / float: 0 is allowed too, and means this ('all', 'off', 'the run's bound')
+  choices: tuple[str, ...] = ()  # enum: its values; str / list: what the value (each item) must be one of
+  path: str = ''  # str: 'file' (an existing file), 'dir' (an existing directory), 'new_file' (a file to write),
+                  # 'new_dir' (a directory to write, not a file)
+  items: str = ''  # list: 'int' (each item an integer within low..high)
+  required: bool = False  # must be given (a list: non-empty)
+
+  def requirement(self) -> str:
+    """What a value must be, in words (shown in --help, and in the error that refuses one)."""
+    if self.kind in ('int', 'float') or self.items == 'int':
+      what = 'an integer' if self.kind == 'int' or self.items == 'int' else 'a finite number'
+      if self.low is not None and self.high is not None:
+        rule = f'{what} from {_number(self.low)} to {_number(self.high)}'
+      elif self.low is not None:
+        rule = f'{what} >= {_number(self.low)}'
+      else:
+        rule = what
+      rule = f'0 ({self.zero}) or {rule}' if self.zero else rule
+      return f'comma-separated, each {rule}' if self.kind == 'list' else rule
+    if self.choices:
+      return ('comma-separated, each one of ' if self.kind == 'list' else 'one of ') + ', '.join(self.choices)
+    return {'file': 'an existing file', 'dir': 'an existing directory', 'new_file': 'a file path in an existing '
+            'directory', 'new_dir': 'a directory path (not a file)'}.get(self.path, '')
+
+  def problem(self, value) -> Optional[str]:
+    """Why `value` breaks the rule (one line naming the flag), or None."""
+    if value is None or (isinstance(value, (str, list)) and not value):
+      return f'--{self.name} is required: {self.requirement() or self.help}' if self.required else None
+    if self.kind in ('int', 'float'):
+      return None if self._number_ok(value) else f'--{self.name}={value}: must be {self.requirement()}.'
+    if self.kind == 'list':
+      for item in value:
+        if self.items == 'int':
+          try:
+            number = int(item)
+          except ValueError:
+            number = None
+          if number is None or not self._number_ok(number):
+            return f'--{self.name}={",".join(value)}: {item!r} is not {self.requirement().split("each ", 1)[1]}.'
+        elif self.choices and item not in self.choices:
+          return f'--{self.name}={",".join(value)}: {item!r} is not one of {", ".join(self.choices)}.'
+      return None
+    if self.kind == 'str' and self.choices and value not in self.choices:
+      return f'--{self.name}={value}: must be one of {", ".join(self.choices)}.'
+    if self.kind == 'str' and self.path:
+      return path_problem(self.name, value, self.path)
+    return None
+
+  def _number_ok(self, value) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+      return False
+    if self.zero and value == 0:
+      return True
+    return ((self.low is None or value >= self.low) and (self.high is None or value <= self.high))
+
+
+def _number(x: float) -> str:
+  return str(int(x)) if float(x).is_integer() else f'{x:g}'
+
+
+def path_problem(name: str, path: str, kind: str) -> Optional[str]:
+  """Why `path` cannot be what flag `name` needs (Flag.path: file, dir, new_file, new_dir), or None."""
+  if '\x00' in path:
+    return f'--{name}={path!r}: a path cannot hold a NUL character.'
+  if kind == 'file':
+    if not os.path.exists(path):
+      return f'--{name}={path}: no such file.'
+    if os.path.isdir(path):
+      return f'--{name}={path} is a directory; give a file.'
+  elif kind == 'dir':
+    if not os.path.isdir(path):
+      return f'--{name}={path}: no such directory.' if not os.path.exists(path) else \
+          f'--{name}={path} is a file; give a directory.'
+  elif kind == 'new_file':
+    if os.path.isdir(path):
+      return f'--{name}={path} is a directory; give a file path.'
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+      return f'--{name}={path}: directory {parent} does not exist.'
+  elif kind == 'new_dir':
+    if os.path.exists(path) and not os.path.isdir(path):
+      return f'--{name}={path} is a file; give a directory.'
+  return None
+
+
+_DEFINE = {'int': flags.DEFINE_integer, 'float': flags.DEFINE_float, 'str': flags.DEFINE_string,
+           'bool': flags.DEFINE_bool, 'list': flags.DEFINE_list}
+
+
+def define_flags(command_flags: Sequence[Flag], flag_values: flags.FlagValues = flags.FLAGS):
+  """The absl flags of `command_flags`, each --help line ending with what its value must be."""
+  for f in command_flags:
+    rule = '' if f.kind == 'enum' else f.requirement()  # absl's help lists an enum's values itself
+    text = f'{f.help} [{"required; " if f.required else ""}{rule}]' if rule or f.required else f.help
+    text = text.replace('; ]', ']')
+    if f.kind == 'enum':
+      flags.DEFINE_enum(f.name, f.default, list(f.choices), text, flag_values=flag_values)
+    elif f.kind == 'config':
+      config_flags.DEFINE_config_file(f.name, f.default, text, flag_values=flag_values, lock_config=True)
+    else:
+      _DEFINE[f.kind](f.name, f.default, text, flag_values=flag_values)
+
+
+def check_flags(command_flags: Sequence[Flag], flag_values: flags.FlagValues = flags.FLAGS):
+  """ConfigError naming the first flag whose value breaks its rule (Flag.problem)."""
+  for f in command_flags:
+    problem = f.problem(flag_values[f.name].value)
+    if problem:
+      raise ConfigError(problem)
+
+
+def command(command_flags: Sequence[Flag], main: Callable[[list[str]], Any],
+            decoder_overrides: Optional[dict[str, str]] = None, tuned: bool = True) -> Callable[[], None]:
+  """A command line's `console()` (its console script, and what `python -m` runs): the tuned process
+  (nat_jax.hugepages, unless `tuned` is False), its flags, and `main` under `run_command`."""
+  def console():
+    if tuned:
+      hugepages.reexec_command_line()
+    define_flags(command_flags)
+    run_command(main, decoder_overrides, command_flags)
+  return console
+
+
+COMMANDS = ('train', 'translate', 'evaluate', 'distill', 'benchmark', 'export', 'lm', 'dagviz', 'ddgviz', 'serve',
+            'aot')
+
+
+def every_flag() -> dict[str, tuple[Flag, ...]]:
+  """Every command's flags (each command module's COMMAND_FLAGS): with the decoder registry's
+  OPTION_RULES, every option a user can set, in one table."""
+  import importlib
+  return {name: importlib.import_module(f'nat_jax.{name}' + ('.__main__' if name == 'aot' else '')).COMMAND_FLAGS
+          for name in COMMANDS}
+
+
+def flags_table() -> str:
+  """Every command's flags as a markdown table (docs/reliability.md holds it; a test keeps it current)."""
+  rows = ['| command | flag | default | what its value must be |', '|---|---|---|---|']
+  for command, command_flags in every_flag().items():
+    for f in command_flags:
+      rule = f.requirement() or {'bool': 'true or false', 'config': 'a recipe file or name'}.get(f.kind, 'any text')
+      rule = ('required; ' if f.required else '') + rule
+      shown = ','.join(f.default) if f.kind == 'list' and f.default else f.default
+      default = f'`{shown}`' if shown not in (None, '', []) else ''
+      rows.append(f'| {command} | `--{f.name}` | {default} | {rule} |')
+  return '\n'.join(rows)
+
+
+# The flags several commands share.
+def workdir_flag(help_text: str = 'Run directory written by nat_jax.train.') -> Flag:
+  return Flag('workdir', 'str', None, help_text, path='dir', required=True)
+
+
+def checkpoint_flag() -> Flag:
+  return Flag('checkpoint', 'enum', 'latest', 'Which checkpoints to load.', choices=('latest', 'best'))
+
+
+def average_flag() -> Flag:
+  return Flag('average', 'int', 1, 'Average the parameters of this many checkpoints.', low=1, high=1000)
+
+
+def batch_size_flag() -> Flag:
+  return Flag('batch_size', 'int', 64, 'Sentences per decoding batch.', low=1, high=MAX_ROWS)
+
+
+
+# --- parsing -------------------------------------------------------------------------------------
 def parse_flags(argv: list[str]) -> list[str]:
   """absl's parse with one-line errors: an unknown flag, a bad value, a missing recipe file and an
   unknown `--config.<key>` (naming the closest valid key, or the method a section belongs to)."""
@@ -184,43 +375,9 @@ def split_decoder_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 # --- checks --------------------------------------------------------------------------------------
-def check_positive(**values: float):
-  """ConfigError naming the first flag whose value is not a positive number."""
-  for name, value in values.items():
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-      raise ConfigError(f'--{name}={value}: must be a positive number.')
-
-
-def check_non_negative(**values: float):
-  """ConfigError naming the first flag whose value is not a finite number >= 0 (NaN included)."""
-  for name, value in values.items():
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-      raise ConfigError(f'--{name}={value}: must be a finite number >= 0.')
-
-
-def check_input_file(path: str, flag: str = 'input'):
-  if not os.path.exists(path):
-    raise ConfigError(f'--{flag}={path}: no such file.')
-  if os.path.isdir(path):
-    raise ConfigError(f'--{flag}={path} is a directory; give a file.')
-
-
-def check_output_file(path: str, flag: str = 'output'):
-  if os.path.isdir(path):
-    raise ConfigError(f'--{flag}={path} is a directory; give a file path.')
-  parent = os.path.dirname(os.path.abspath(path))
-  if not os.path.isdir(parent):
-    raise ConfigError(f'--{flag}={path}: directory {parent} does not exist.')
-
-
-def cli_prologue(argv, workdir: str, which: str, average: int, prepare: Callable[[Run], Any],
+def cli_prologue(workdir: str, which: str, average: int, prepare: Callable[[Run], Any],
                  dtype: str = 'float32') -> tuple[Run, Any]:
-  """Shared start of translate/distill/ddgviz/dagviz: argument checks, the run, and `prepare(run)`
-  (decoders etc.); errors are raised for `run_command` to print."""
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  if not workdir:
-    raise app.UsageError('--workdir=<dir of a trained run> is required.')
-  check_positive(average=average)
+  """Shared start of translate/distill/ddgviz/dagviz (their flags already checked): the run, and
+  `prepare(run)` (decoders etc.); errors are raised for `run_command` to print."""
   run = load_run(workdir, which, average, dtype)
   return run, prepare(run)

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nat_jax import cli, hugepages
+from nat_jax import cli
 from nat_jax.decode import GraphPredictor, method_view
 from nat_jax.core.tokens import clean_path_tokens
 from nat_jax.decode.dag import DAG_PATHS
@@ -32,15 +32,15 @@ from nat_jax.files import atomic_output, write_atomic
 from nat_jax.translation import encode_sources
 
 
-def define_flags():
-  """CLI flags, defined only when run as a program (importing this module must not clash with other CLIs)."""
-  flags.DEFINE_string('workdir', None, 'A DA-Transformer run directory written by nat_jax.train.')
-  flags.DEFINE_string('text', None, 'Source sentence.')
-  flags.DEFINE_string('out', 'dagviz', 'Output path without extension (OUT.png and OUT.html are written).')
-  flags.DEFINE_list('decoders', list(DAG_PATHS), 'DAG decoders whose paths are drawn.')
-  flags.DEFINE_integer('top_tokens', 3, 'Tokens shown per vertex.')
-  flags.DEFINE_integer('edges', 2, 'Strongest outgoing transitions drawn per vertex.')
-  flags.DEFINE_float('beta', 1.0, "dag_joint_viterbi's length normalisation exponent.")
+COMMAND_FLAGS = (
+    cli.workdir_flag('A DA-Transformer run directory written by nat_jax.train.'),
+    cli.Flag('text', 'str', None, 'Source sentence.', required=True),
+    cli.Flag('out', 'str', 'dagviz', 'Output path without extension (OUT.png and OUT.html are written).'),
+    cli.Flag('decoders', 'list', list(DAG_PATHS), 'DAG decoders whose paths are drawn.', choices=tuple(DAG_PATHS)),
+    cli.Flag('top_tokens', 'int', 3, 'Tokens shown per vertex.', low=1, high=100),
+    cli.Flag('edges', 'int', 2, 'Strongest outgoing transitions drawn per vertex.', low=1, high=100),
+    cli.Flag('beta', 'float', 1.0, "dag_joint_viterbi's length normalisation exponent.", low=0),
+)
 
 
 FLAGS = flags.FLAGS
@@ -194,11 +194,7 @@ def render_html(pic: DagPicture) -> str:
 
 
 def main(argv):
-  if FLAGS.text is None:
-    raise app.UsageError('--text="<source sentence>" is required.')
-  cli.check_positive(top_tokens=FLAGS.top_tokens, edges=FLAGS.edges)
-  cli.check_non_negative(beta=FLAGS.beta)
-  run, _ = cli.cli_prologue(argv, FLAGS.workdir, 'latest', 1,  # not a DAG method: error, exit 2
+  run, _ = cli.cli_prologue(FLAGS.workdir, 'latest', 1,  # not a DAG method: error, exit 2
                             lambda run: method_view(run.method, GraphPredictor, 'dagviz (the DA-Transformer graph)'))
   try:
     pic = dag_picture(run, FLAGS.text, FLAGS.decoders, FLAGS.top_tokens, FLAGS.edges, FLAGS.beta)
@@ -213,12 +209,7 @@ def main(argv):
   print(f'wrote {png} and {page}')
 
 
-def console():
-  """The `nat-jax-dagviz` command (a console script of the installed package): the same as
-  `python -m nat_jax.dagviz`."""
-  hugepages.reexec_command_line()
-  define_flags()
-  cli.run_command(main)
+console = cli.command(COMMAND_FLAGS, main)  # `nat-jax-dagviz`, `python -m nat_jax.dagviz`
 
 
 if __name__ == '__main__':

@@ -15,12 +15,13 @@ import html
 import os
 from typing import NamedTuple
 
-from absl import app, flags
+from absl import flags
 import numpy as np
 
-from nat_jax import cli, hugepages
+from nat_jax import cli
 from nat_jax.data import Tokenizer
 from nat_jax.decode import LeftToRightScorer, jacobi, method_view
+from nat_jax.decode.registry import MAX_BLOCK
 from nat_jax.errors import ConfigError
 from nat_jax.files import atomic_output, write_atomic
 from nat_jax.translation import encode_sources
@@ -32,14 +33,16 @@ def probabilities(log_p) -> np.ndarray:
   return np.clip(np.exp(np.asarray(log_p, np.float64)), 0.0, 1.0)
 
 
-def define_flags():
-  """CLI flags, defined only when run as a program (importing this module must not clash with other CLIs)."""
-  flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
-  flags.DEFINE_string('text', None, 'Source sentence to decode.')
-  flags.DEFINE_string('out', 'ddgviz', 'Output path without extension (OUT.png and OUT.html are written).')
-  flags.DEFINE_enum('algorithm', 'pj', sorted(jacobi.ALGORITHMS), 'Jacobi algorithm to trace.')
-  flags.DEFINE_integer('block_size', 3, 'Block size of pgj/hgj.')
-  flags.DEFINE_integer('max_len', 0, 'Maximum target length (0: the method bound).')
+COMMAND_FLAGS = (
+    cli.workdir_flag(),
+    cli.Flag('text', 'str', None, 'Source sentence to decode.', required=True),
+    cli.Flag('out', 'str', 'ddgviz', 'Output path without extension (OUT.png and OUT.html are written).'),
+    cli.Flag('algorithm', 'enum', 'pj', 'Jacobi algorithm to trace.', choices=tuple(sorted(jacobi.ALGORITHMS))),
+    cli.Flag('block_size', 'int', 3, "Block size of pgj/hgj (at most the run's config.max_decode_len).", low=1,
+             high=MAX_BLOCK),
+    cli.Flag('max_len', 'int', 0, "Maximum target length (at most the run's config.max_decode_len).", low=1,
+             high=MAX_BLOCK, zero="the run's bound"),
+)
 
 
 FLAGS = flags.FLAGS
@@ -127,11 +130,7 @@ def output_paths(out: str) -> tuple[str, str]:
 
 
 def main(argv):
-  if FLAGS.text is None:
-    raise app.UsageError('--text="<source sentence>" is required.')
-  cli.check_positive(block_size=FLAGS.block_size)
-  cli.check_non_negative(max_len=FLAGS.max_len)
-  run, _ = cli.cli_prologue(argv, FLAGS.workdir, 'latest', 1,  # a method without the view: error, exit 2
+  run, _ = cli.cli_prologue(FLAGS.workdir, 'latest', 1,  # a method without the view: error, exit 2
                             lambda run: method_view(run.method, LeftToRightScorer, 'DDGviz (Jacobi decoding)'))
   for name in ('max_len', 'block_size'):
     if getattr(FLAGS, name) > run.config.max_decode_len:
@@ -147,12 +146,7 @@ def main(argv):
   print(f'{title}\nwrote {png} and {page}')
 
 
-def console():
-  """The `nat-jax-ddgviz` command (a console script of the installed package): the same as
-  `python -m nat_jax.ddgviz`."""
-  hugepages.reexec_command_line()
-  define_flags()
-  cli.run_command(main)
+console = cli.command(COMMAND_FLAGS, main)  # `nat-jax-ddgviz`, `python -m nat_jax.ddgviz`
 
 
 if __name__ == '__main__':

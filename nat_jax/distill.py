@@ -36,7 +36,7 @@ from absl import flags
 import jax
 from tqdm import tqdm
 
-from nat_jax import cli, decode, hugepages
+from nat_jax import cli, decode
 from nat_jax.data import load_split
 from nat_jax.data.distilled import MANIFEST, tsv_field
 from nat_jax.data.sources import SPLITS
@@ -178,35 +178,31 @@ def distill(run, decoder: str, overrides: dict[str, str], out: str, splits: Sequ
   return manifest
 
 
-def define_flags():
-  """The command line's flags (defined only when run as a program, so the module imports anywhere)."""
-  flags.DEFINE_string('workdir', None, 'Teacher run directory (any method with a left-to-right decoder).')
-  flags.DEFINE_string('out', None, 'Directory for <split>.tsv and manifest.json.')
-  flags.DEFINE_string('decoder', 'beam', 'Teacher decoder; options via --decoder.<opt>=<v> (default beam, beam 4).\n'
-                      + decode.describe_options())
-  flags.DEFINE_list('splits', ['train', 'validation'], 'Splits to distill.')
-  flags.DEFINE_integer('limit', 0, 'Distil only the first N examples of each split (0 = all; smoke runs).')
-  flags.DEFINE_integer('batch_size', 64, 'Sentences per decoding batch.')
-  flags.DEFINE_integer('chunk_sentences', 1024, 'Sentences per resumable chunk.')
-  flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which teacher checkpoints to load.')
-  flags.DEFINE_integer('average', 1, 'Average the parameters of this many teacher checkpoints.')
-  flags.DEFINE_integer('process_index', None, 'This process (default: jax.process_index()).')
-  flags.DEFINE_integer('process_count', None, 'Number of processes (default: jax.process_count()).')
-  flags.DEFINE_integer('wait_seconds', 86400, 'How long process 0 waits for the chunks of the other processes.')
+COMMAND_FLAGS = (
+    cli.workdir_flag('Teacher run directory (any method with a left-to-right decoder).'),
+    cli.Flag('out', 'str', None, 'Directory for <split>.tsv and manifest.json.', path='new_dir', required=True),
+    cli.Flag('decoder', 'str', 'beam', 'Teacher decoder; options via --decoder.<opt>=<v> (default beam, beam 4).\n'
+             + decode.describe_options(), choices=tuple(sorted(decode.DECODERS))),
+    cli.Flag('splits', 'list', ['train', 'validation'], 'Splits to distill.', choices=SPLITS, required=True),
+    cli.Flag('limit', 'int', 0, 'Distil only the first N examples of each split (smoke runs).', low=1, zero='all'),
+    cli.batch_size_flag(),
+    cli.Flag('chunk_sentences', 'int', 1024, 'Sentences per resumable chunk.', low=1, high=1 << 24),
+    cli.checkpoint_flag(),
+    cli.average_flag(),
+    cli.Flag('process_index', 'int', None, 'This process (default: jax.process_index()).', low=0),
+    cli.Flag('process_count', 'int', None, 'Number of processes (default: jax.process_count()).', low=1),
+    cli.Flag('wait_seconds', 'int', 86400, 'How long process 0 waits for the chunks of the other processes.', low=0),
+)
 
 
 def main(argv):
-  if not FLAGS.out:
-    raise DistillError('--out=<directory for the distilled data> is required.')
-  if os.path.exists(FLAGS.out) and not os.path.isdir(FLAGS.out):
-    raise DistillError(f'--out={FLAGS.out} is a file; give a directory.')
   process_index = jax.process_index() if FLAGS.process_index is None else FLAGS.process_index
   process_count = jax.process_count() if FLAGS.process_count is None else FLAGS.process_count
   if not 0 <= process_index < process_count:
     raise DistillError(f'--process_index={process_index} must be in [0, --process_count={process_count}).')
   # Decoder name and options are checked before the teacher is loaded (its method: in cli_prologue).
   decode.parse_options(FLAGS.decoder, DECODER_OVERRIDES)
-  run, _ = cli.cli_prologue(argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
+  run, _ = cli.cli_prologue(FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
                             lambda run: decode.check_decoder(run.method, FLAGS.decoder,
                                                              decode.parse_options(FLAGS.decoder, DECODER_OVERRIDES)))
   t0 = time.time()
@@ -221,12 +217,7 @@ def main(argv):
           f'in {time.time() - t0:.0f}s -> {FLAGS.out}: {counts}', flush=True)
 
 
-def console():
-  """The `nat-jax-distill` command (a console script of the installed package): the same as
-  `python -m nat_jax.distill`."""
-  hugepages.reexec_command_line()
-  define_flags()
-  cli.run_command(main, DECODER_OVERRIDES)
+console = cli.command(COMMAND_FLAGS, main, DECODER_OVERRIDES)  # `nat-jax-distill`, `python -m nat_jax.distill`
 
 
 if __name__ == '__main__':

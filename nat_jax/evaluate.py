@@ -13,20 +13,21 @@ from __future__ import annotations
 
 import os
 
-from absl import app, flags
+from absl import flags
 
-from nat_jax import benchmark, cli, decode, hugepages
+from nat_jax import benchmark, cli, decode
 
 FLAGS = flags.FLAGS
 DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
 
 
-def define_flags():
-  benchmark.define_measurement_flags()
-  flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
-  flags.DEFINE_list('decoders', [], 'Comma-separated decoder names (default: the run\'s test decoder, and greedy '
-                    'where its method has a left-to-right view).\n' + decode.describe_options())
-  flags.DEFINE_string('out', None, 'Output directory (default <workdir>/eval).')
+COMMAND_FLAGS = benchmark.MEASUREMENT_FLAGS + (
+    cli.workdir_flag(),
+    cli.Flag('decoders', 'list', [], "Comma-separated decoder names (default: the run's test decoder, and greedy "
+             'where its method has a left-to-right view).\n' + decode.describe_options(),
+             choices=tuple(sorted(decode.DECODERS))),
+    cli.Flag('out', 'str', None, 'Output directory (default <workdir>/eval).', path='new_dir'),
+)
 
 
 def decoder_specs(decoders: list[str], overrides: dict[str, str]) -> list[str]:
@@ -44,23 +45,13 @@ def decoder_specs(decoders: list[str], overrides: dict[str, str]) -> list[str]:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  if not FLAGS.workdir:
-    raise app.UsageError('--workdir=<dir of a trained run> is required.')
-
   def entries():  # inside run_from_flags: a bad decoder name or option is its `error: ...`, exit 2
     return [benchmark.Entry(FLAGS.workdir, FLAGS.dtype, tuple(decoder_specs(FLAGS.decoders, DECODER_OVERRIDES)))]
   baseline = benchmark.Entry(FLAGS.workdir, FLAGS.dtype, ()).label  # its own greedy and beam
   benchmark.run_from_flags(entries, baseline, FLAGS.out or os.path.join(FLAGS.workdir, 'eval'))
 
 
-def console():
-  """The `nat-jax-evaluate` command (a console script of the installed package): the same as
-  `python -m nat_jax.evaluate`."""
-  hugepages.reexec_command_line()
-  define_flags()
-  cli.run_command(main, DECODER_OVERRIDES)
+console = cli.command(COMMAND_FLAGS, main, DECODER_OVERRIDES)  # `nat-jax-evaluate`, `python -m nat_jax.evaluate`
 
 
 if __name__ == '__main__':

@@ -14,39 +14,29 @@ import os
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 
-from nat_jax import cli, hugepages
+from nat_jax import cli
 from nat_jax.ct2 import (FORMATS, METADATA_FILE, QUANTIZATIONS, check_exportable, check_out_dir, export_ctranslate2,
                          require_ctranslate2, run_config)
-from nat_jax.errors import ConfigError
 from nat_jax.runs import load_run
 
 FLAGS = flags.FLAGS
 
 
 # --- the command line ----------------------------------------------------------------------------
-def define_flags():
-  """The command line's flags (defined only when run as a program, so the module imports anywhere)."""
-  flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train (method \'at\').')
-  flags.DEFINE_enum('format', 'ctranslate2', list(FORMATS), 'Export format.')
-  flags.DEFINE_string('out', None, 'Output directory (must not exist, or be empty).')
-  flags.DEFINE_enum('quantization', 'float32', list(QUANTIZATIONS),
-                    'Weight type of the exported model (CTranslate2 quantization).')
-  flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which checkpoints to load.')
-  flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')
+COMMAND_FLAGS = (
+    cli.workdir_flag("Run directory written by nat_jax.train (method 'at')."),
+    cli.Flag('format', 'enum', 'ctranslate2', 'Export format.', choices=tuple(FORMATS)),
+    cli.Flag('out', 'str', None, 'Output directory (must not exist, or be empty).', path='new_dir', required=True),
+    cli.Flag('quantization', 'enum', 'float32', 'Weight type of the exported model (CTranslate2 quantization).',
+             choices=tuple(QUANTIZATIONS)),
+    cli.checkpoint_flag(),
+    cli.average_flag(),
+)
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  if not FLAGS.workdir:
-    raise app.UsageError('--workdir=<dir of a trained run> is required.')
-  if not FLAGS.out:
-    raise app.UsageError('--out=<directory for the exported model> is required.')
-  if not os.path.isdir(FLAGS.workdir):
-    raise ConfigError(f'--workdir={FLAGS.workdir}: no such directory (give the directory of a trained run).')
-  cli.check_positive(average=FLAGS.average)
   check_out_dir(FLAGS.out)
   ctranslate2 = require_ctranslate2()
   config = run_config(FLAGS.workdir)
@@ -67,12 +57,7 @@ def main(argv):
         file=sys.stderr, flush=True)
 
 
-def console():
-  """The `nat-jax-export` command (a console script of the installed package): the same as
-  `python -m nat_jax.export`."""
-  hugepages.reexec_command_line()
-  define_flags()
-  cli.run_command(main)
+console = cli.command(COMMAND_FLAGS, main)  # `nat-jax-export`, `python -m nat_jax.export`
 
 
 if __name__ == '__main__':

@@ -17,7 +17,7 @@ import time
 
 from absl import flags
 
-from nat_jax import cli, hugepages
+from nat_jax import cli
 from nat_jax.data import load_or_train_tokenizer, load_split
 from nat_jax.data.distilled import read_teacher_translations
 from nat_jax.data.tokenizer import TOKENIZER_FILE
@@ -28,12 +28,13 @@ from nat_jax.runs import CONFIG_FILE, read_run_config
 FLAGS = flags.FLAGS
 
 
-def define_flags():
-  flags.DEFINE_string('workdir', None, 'A trained run: its config names the training data, its tokenizer the pieces.')
-  flags.DEFINE_integer('order', 5, 'n of the n-gram model (the reference uses 5).')
-  flags.DEFINE_string('out', '', 'ARPA file to write (default: <workdir>/lm<order>.arpa); an existing file is '
-                      'replaced only with --overwrite.')
-  flags.DEFINE_bool('overwrite', False, 'Replace an existing --out file (atomically: a failure keeps the old one).')
+COMMAND_FLAGS = (
+    cli.workdir_flag('A trained run: its config names the training data, its tokenizer the pieces.'),
+    cli.Flag('order', 'int', 5, 'n of the n-gram model (the reference uses 5).', low=1, high=10),
+    cli.Flag('out', 'str', '', 'ARPA file to write (default: <workdir>/lm<order>.arpa); an existing file is '
+             'replaced only with --overwrite.', path='new_file'),
+    cli.Flag('overwrite', 'bool', False, 'Replace an existing --out file (atomically: a failure keeps the old one).'),
+)
 
 
 def training_targets(workdir: str) -> tuple[list[str], str]:
@@ -50,11 +51,12 @@ def training_targets(workdir: str) -> tuple[list[str], str]:
 
 
 def main(argv):
-  cli.check_positive(order=FLAGS.order)
   targets, described = training_targets(FLAGS.workdir)
   tokenizer = load_or_train_tokenizer(os.path.join(FLAGS.workdir, TOKENIZER_FILE), (), 0)
   out = FLAGS.out or os.path.join(FLAGS.workdir, f'lm{FLAGS.order}.arpa')
-  cli.check_output_file(out, 'out')
+  problem = cli.path_problem('out', out, 'new_file')  # the default path, or the one --out gave
+  if problem:
+    raise ConfigError(problem)
   if os.path.lexists(out) and not FLAGS.overwrite:
     raise ConfigError(f'--out={out} exists; give another path, or add --overwrite to replace it.')
   pieces = {i: w for w, i in tokenizer.word_ids().items()}
@@ -67,13 +69,7 @@ def main(argv):
         f'in {time.time() - t0:.0f}s -> {out}', flush=True)
 
 
-def console():
-  """The `nat-jax-lm` command (a console script of the installed package): `python -m nat_jax.lm`."""
-  hugepages.reexec_command_line()
-  define_flags()
-  cli.run_command(main)
-
+console = cli.command(COMMAND_FLAGS, main)  # `nat-jax-lm`, `python -m nat_jax.lm`
 
 if __name__ == '__main__':
-  define_flags()
-  cli.run_command(main)
+  console()

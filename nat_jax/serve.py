@@ -14,13 +14,14 @@ you do not trust without one. SIGTERM or Ctrl-C: stop accepting, finish the requ
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 
 from absl import flags
 
-from nat_jax import cli, hugepages
-from nat_jax.decode import describe_options
+from nat_jax import cli
+from nat_jax.decode import DECODERS, describe_options
 from nat_jax.errors import ConfigError, log
 from nat_jax.models.transformer import DTYPES
 
@@ -28,33 +29,39 @@ FLAGS = flags.FLAGS
 DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
 
 
-def define_flags():
-  """The command line's flags (defined only when run as a program, so the module imports anywhere)."""
-  flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
-  flags.DEFINE_string('decoder', None, 'Default decoder (default: greedy where the method decodes left to right, '
-                      'else the run\'s test decoder); options via --decoder.<opt>=<v>.\n' + describe_options())
-  flags.DEFINE_list('allowed_decoders', [], 'Other decoders a request may ask for (with their default options '
-                    'or its own), e.g. greedy,beam. Default: only --decoder.')
-  flags.DEFINE_string('host', '127.0.0.1', 'Address to listen on (0.0.0.0: every interface; see --api_key_file).')
-  flags.DEFINE_integer('port', 8000, 'Port to listen on.')
-  flags.DEFINE_integer('max_batch', 64, 'Sentences decoded together at most.')
-  flags.DEFINE_float('max_wait_ms', 0.0, 'How long the oldest waiting sentence waits for others to batch with '
-                     '(0: the worker takes whatever waits whenever it is free).')
-  flags.DEFINE_integer('max_queue', 4096, 'Sentences waiting at most; more are refused with 503 and Retry-After.')
-  flags.DEFINE_integer('max_sentences', 256, 'Sentences per request at most (413 above).')
-  flags.DEFINE_integer('max_chars', 100_000, 'Characters per request at most (413 above).')
-  flags.DEFINE_float('timeout_s', 60.0, 'A request not answered in this many seconds gets 504.')
-  flags.DEFINE_string('api_key_file', None, 'File holding an API key every request must send '
-                      '(Authorization: Bearer <key>, or LibreTranslate\'s api_key field).')
-  flags.DEFINE_enum('warmup', 'narrow', ['none', 'narrow', 'all'], 'Before /health reports ready, compile every '
-                    'row count at the narrowest source width (narrow) or at every width (all).')
-  flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which checkpoints to load.')
-  flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')
-  flags.DEFINE_enum('dtype', 'float32', list(DTYPES), 'Inference precision.')
+COMMAND_FLAGS = (
+    cli.workdir_flag(),
+    cli.Flag('decoder', 'str', None, "Default decoder (default: greedy where the method decodes left to right, else "
+             "the run's test decoder); options via --decoder.<opt>=<v>.\n" + describe_options(),
+             choices=tuple(sorted(DECODERS))),
+    cli.Flag('allowed_decoders', 'list', [], 'Other decoders a request may ask for (with their default options or its '
+             'own), e.g. greedy,beam. Default: only --decoder.', choices=tuple(sorted(DECODERS))),
+    cli.Flag('host', 'str', '127.0.0.1', 'Address to listen on (0.0.0.0: every interface; see --api_key_file).'),
+    cli.Flag('port', 'int', 8000, 'Port to listen on.', low=0, high=65535),
+    cli.Flag('max_batch', 'int', 64, 'Sentences decoded together at most.', low=1, high=cli.MAX_ROWS),
+    cli.Flag('max_wait_ms', 'float', 0.0, 'How long the oldest waiting sentence waits for others to batch with '
+             '(0: the worker takes whatever waits whenever it is free).', low=0, high=60_000),
+    cli.Flag('max_queue', 'int', 4096, 'Sentences waiting at most; more are refused with 503 and Retry-After.',
+             low=1, high=1 << 24),
+    cli.Flag('max_sentences', 'int', 256, 'Sentences per request at most (413 above).', low=1, high=1 << 24),
+    cli.Flag('max_chars', 'int', 100_000, 'Characters per request at most (413 above).', low=1, high=1 << 30),
+    cli.Flag('timeout_s', 'float', 60.0, 'A request not answered in this many seconds gets 504.', low=0.001,
+             high=86400),
+    cli.Flag('api_key_file', 'str', None, 'File holding an API key every request must send (Authorization: Bearer '
+             "<key>, or LibreTranslate's api_key field).", path='file'),
+    cli.Flag('warmup', 'enum', 'narrow', 'Before /health reports ready, compile every row count at the narrowest '
+             'source width (narrow) or at every width (all).', choices=('none', 'narrow', 'all')),
+    cli.checkpoint_flag(),
+    cli.average_flag(),
+    cli.Flag('dtype', 'enum', 'float32', 'Inference precision.', choices=tuple(DTYPES)),
+    cli.Flag('http', 'enum', 'auto', "uvicorn's HTTP parser and event loop: auto (httptools and uvloop when "
+             "installed, the 'serve' extra's; else h11 and asyncio), fast (httptools and uvloop, required), or "
+             'pure (h11 and asyncio, pure Python).', choices=('auto', 'fast', 'pure')),
+)
+HTTP_STACKS = {'auto': ('auto', 'auto'), 'fast': ('httptools', 'uvloop'), 'pure': ('h11', 'asyncio')}
 
 
 def read_api_key(path: str) -> str:
-  cli.check_input_file(path, 'api_key_file')
   with open(path, encoding='utf-8') as f:
     key = f.read().strip()
   if not key:
@@ -67,10 +74,6 @@ def main(argv):
   from nat_jax.server import Service, ServeConfig
   from nat_jax.translator import Translator
 
-  if len(argv) > 1:
-    raise ConfigError(f'unexpected arguments: {argv[1:]}')
-  if not FLAGS.workdir:
-    raise ConfigError('--workdir=<dir of a trained run> is required.')
   config = ServeConfig(max_batch=FLAGS.max_batch, max_wait_ms=FLAGS.max_wait_ms, max_queue=FLAGS.max_queue,
                        max_sentences=FLAGS.max_sentences, max_chars=FLAGS.max_chars, timeout_s=FLAGS.timeout_s,
                        allowed_decoders=tuple(FLAGS.allowed_decoders), warmup=FLAGS.warmup,
@@ -81,8 +84,14 @@ def main(argv):
   if FLAGS.host not in ('127.0.0.1', 'localhost', '::1') and config.api_key is None:
     log.warning('listening on %s without --api_key_file: anyone who reaches this port can use the server.',
                 FLAGS.host)
+  http, loop = HTTP_STACKS[FLAGS.http]
+  if FLAGS.http == 'fast':
+    for module in ('httptools', 'uvloop'):
+      if importlib.util.find_spec(module) is None:
+        raise ConfigError(f'--http=fast needs {module}: pip install "nat_jax[serve]" (or pip install {module}).')
   server = uvicorn.Server(uvicorn.Config(service.app, host=FLAGS.host, port=FLAGS.port, log_level='warning',
-                                         timeout_graceful_shutdown=int(config.timeout_s) + 1, lifespan='on'))
+                                         timeout_graceful_shutdown=int(config.timeout_s) + 1, lifespan='on',
+                                         http=http, loop=loop))
   # uvicorn stops gracefully on SIGTERM / SIGINT, then raises the signal again for the handler found
   # at start: this one lets the process end with status 0 after a graceful stop.
   for sig in (signal.SIGTERM, signal.SIGINT):
@@ -94,12 +103,7 @@ def main(argv):
     raise ConfigError(f'could not listen on {FLAGS.host}:{FLAGS.port} (in use, or not an address of this machine).')
 
 
-def console():
-  """The `nat-jax-serve` command (a console script of the installed package): the same as
-  `python -m nat_jax.serve`."""
-  hugepages.reexec_command_line()
-  define_flags()
-  cli.run_command(main, DECODER_OVERRIDES)
+console = cli.command(COMMAND_FLAGS, main, DECODER_OVERRIDES)  # `nat-jax-serve`, `python -m nat_jax.serve`
 
 
 if __name__ == '__main__':

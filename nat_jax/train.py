@@ -26,16 +26,15 @@ import sys
 import time
 from typing import Any, Callable
 
-from absl import app, flags
+from absl import flags
 import jax
 import jax.numpy as jnp
 import ml_collections
-from ml_collections import config_flags
 import numpy as np
 import optax
 from tqdm import tqdm
 
-from nat_jax import checkpoint, cli, hugepages, sharding
+from nat_jax import checkpoint, cli, sharding
 from nat_jax.data import (PackedTrainBatches, TrainBatches, bucket_shapes, encode_pairs, load_or_train_tokenizer,
                           load_split, packed_shape)
 from nat_jax.data.distilled import distilled_pairs, read_teacher_translations
@@ -52,14 +51,15 @@ from nat_jax.train_state import TrainState, create_train_state, lr_schedule, mak
 FLAGS = flags.FLAGS
 
 
-def define_flags():
-  """The command line's flags (defined only when run as a program, so the module imports anywhere)."""
-  config_flags.DEFINE_config_file('config', None, 'Recipe file (configs/*.py).', lock_config=True)
-  flags.DEFINE_string('workdir', None, 'Run directory (checkpoints, tokenizer, metrics).')
-  flags.DEFINE_bool('distributed', False, 'Call jax.distributed.initialize() (auto-detected on TPU pods / SLURM).')
-  flags.DEFINE_string('coordinator_address', None, 'host:port of process 0 for multi-process runs.')
-  flags.DEFINE_integer('num_processes', None, 'Number of processes (multi-process runs).')
-  flags.DEFINE_integer('process_id', None, 'This process (multi-process runs).')
+COMMAND_FLAGS = (
+    cli.Flag('config', 'config', None, 'Recipe file (configs/*.py) or recipe name; --config.<key>=<value> overrides '
+             'a setting (checked before any work).', required=True),
+    cli.Flag('workdir', 'str', None, 'Run directory (checkpoints, tokenizer, metrics).', path='new_dir', required=True),
+    cli.Flag('distributed', 'bool', False, 'Call jax.distributed.initialize() (auto-detected on TPU pods / SLURM).'),
+    cli.Flag('coordinator_address', 'str', None, 'host:port of process 0 for multi-process runs.'),
+    cli.Flag('num_processes', 'int', None, 'Number of processes (multi-process runs).', low=1),
+    cli.Flag('process_id', 'int', None, 'This process (multi-process runs).', low=0),
+)
 
 
 # --- pure step functions -------------------------------------------------------------------------
@@ -613,21 +613,12 @@ def final_test(config, workdir: str, examples, lead: bool):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  if FLAGS.config is None or FLAGS.workdir is None:
-    raise app.UsageError('Both --config=configs/<recipe>.py and --workdir=<dir> are required.')
   initialize_distributed()
   if train_and_evaluate(FLAGS.config, FLAGS.workdir) is None:  # preempted: a checkpoint was saved
     sys.exit(PREEMPTED_EXIT)
 
 
-def console():
-  """The `nat-jax-train` command (a console script of the installed package): the same as
-  `python -m nat_jax.train`."""
-  hugepages.reexec_command_line()
-  define_flags()
-  cli.run_command(main)
+console = cli.command(COMMAND_FLAGS, main)  # `nat-jax-train`, `python -m nat_jax.train`
 
 
 if __name__ == '__main__':

@@ -19,8 +19,8 @@ from typing import Callable, Iterator
 
 from absl import flags
 
-from nat_jax import cli, hugepages
-from nat_jax.decode import describe_options
+from nat_jax import cli
+from nat_jax.decode import DECODERS, describe_options
 from nat_jax.files import atomic_output
 from nat_jax.models.transformer import DTYPES
 from nat_jax.translator import Translator
@@ -52,18 +52,21 @@ def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
     yield chunk
 
 
-def define_flags():
-  """The command line's flags (defined only when run as a program, so the module imports anywhere)."""
-  flags.DEFINE_string('workdir', None, 'Run directory written by nat_jax.train.')
-  flags.DEFINE_string('decoder', 'greedy', 'Decoder name; options via --decoder.<opt>=<v>.\n' + describe_options())
-  flags.DEFINE_string('input', None, 'Input file (default: stdin).')
-  flags.DEFINE_string('output', None, 'Output file (default: stdout); replaced only when all lines are translated.')
-  flags.DEFINE_integer('batch_size', 64, 'Sentences per decoding batch.')
-  flags.DEFINE_enum('checkpoint', 'latest', ['latest', 'best'], 'Which checkpoints to load.')
-  flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')
-  flags.DEFINE_enum('dtype', 'float32', list(DTYPES),
-                    'Inference precision: parameters cast once at load, softmax statistics in fp32.')
-  flags.DEFINE_integer('chunk_lines', 4096, 'Lines read and translated at a time (bounds memory on big inputs).')
+COMMAND_FLAGS = (
+    cli.workdir_flag(),
+    cli.Flag('decoder', 'str', 'greedy', 'Decoder name; options via --decoder.<opt>=<v>.\n' + describe_options(),
+             choices=tuple(sorted(DECODERS))),
+    cli.Flag('input', 'str', None, 'Input file (default: stdin).', path='file'),
+    cli.Flag('output', 'str', None, 'Output file (default: stdout); replaced only when all lines are translated.',
+             path='new_file'),
+    cli.batch_size_flag(),
+    cli.checkpoint_flag(),
+    cli.average_flag(),
+    cli.Flag('dtype', 'enum', 'float32', 'Inference precision: parameters cast once at load, softmax statistics in '
+             'fp32.', choices=tuple(DTYPES)),
+    cli.Flag('chunk_lines', 'int', 4096, 'Lines read and translated at a time (bounds memory on big inputs).',
+             low=1, high=1 << 24),
+)
 
 
 def translate_stream(translate: Callable[..., list[str]], source, sink, chunk_lines: int, describe: str):
@@ -83,13 +86,8 @@ def translate_stream(translate: Callable[..., list[str]], source, sink, chunk_li
 
 
 def main(argv):
-  cli.check_positive(batch_size=FLAGS.batch_size, chunk_lines=FLAGS.chunk_lines)
-  if FLAGS.input:
-    cli.check_input_file(FLAGS.input, 'input')
-  if FLAGS.output:
-    cli.check_output_file(FLAGS.output, 'output')
   translator = cli.cli_prologue(
-      argv, FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
+      FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
       lambda run: Translator.from_run(run, FLAGS.decoder, batch_size=FLAGS.batch_size, workdir=FLAGS.workdir,
                                       **DECODER_OVERRIDES),
       FLAGS.dtype)[1]
@@ -103,12 +101,7 @@ def main(argv):
       work(source, sys.stdout)
 
 
-def console():
-  """The `nat-jax-translate` command (a console script of the installed package): the same as
-  `python -m nat_jax.translate`."""
-  hugepages.reexec_command_line()
-  define_flags()
-  cli.run_command(main, DECODER_OVERRIDES)
+console = cli.command(COMMAND_FLAGS, main, DECODER_OVERRIDES)  # `nat-jax-translate`, `python -m nat_jax.translate`
 
 
 if __name__ == '__main__':

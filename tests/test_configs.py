@@ -41,10 +41,11 @@ def docstring_commands(name: str) -> list[tuple[str, list[str]]]:
 
 
 def defined_flags(module: str) -> set[str]:
-  """The flags nat_jax.<module> defines (its define_flags(), in a fresh process)."""
-  code = (f'import importlib; from absl import flags; m = importlib.import_module("nat_jax.{module}"); '
-          f'm = m if hasattr(m, "define_flags") else importlib.import_module("nat_jax.{module}.__main__"); '
-          'm.define_flags(); '
+  """The flags nat_jax.<module> defines (its COMMAND_FLAGS, in a fresh process)."""
+  code = (f'import importlib; from absl import flags; from nat_jax import cli; '
+          f'm = importlib.import_module("nat_jax.{module}"); '
+          f'm = m if hasattr(m, "COMMAND_FLAGS") else importlib.import_module("nat_jax.{module}.__main__"); '
+          'cli.define_flags(m.COMMAND_FLAGS); '
           'print(" ".join(f for f in flags.FLAGS '
           'if (flags.FLAGS.find_module_defining_flag(f) or "").startswith("nat_jax") or f == "config"))')
   out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO, timeout=300)

@@ -1,20 +1,27 @@
-"""A property-based fuzzer over every decoder option and every numeric training setting (hypothesis,
-fixed seed): each value drawn from the hostile space (NaN, +-inf, 0, negative, huge, wrong type,
-empty, unicode) is either accepted as a value that can work, or refused by one ConfigError line;
-never another exception, never a value that cannot work let through.
+"""A property-based fuzzer over every option a user can set (hypothesis, fixed seed): every flag of
+every command (the commands' COMMAND_FLAGS, cli.every_flag), every decoder option and every numeric
+training setting. Each value drawn from the hostile space (NaN, +-inf, 0, negative, huge, wrong type,
+empty, unicode, paths that are directories, FIFOs, devices or missing) is either accepted as a value
+that can work, or refused by one error line (absl's flag error or a ConfigError, which the command
+lines print as `error: ...`, exit 2); never another exception, never a value that cannot work let
+through. What "can work" means is said here, by kind, not by the rule under test.
 
-Every (decoder, option) pair meets every value of the hostile list; then the default run draws 200
-random cases of each kind; `python -m pytest -m slow tests/test_fuzz.py` draws 2,000.
-The command lines run the same checks before any work (`--decoder.<opt>` through
-`decode.parse_options` / `check_decoder`, `--config.<key>` through `train.validate_config`), and the
-probe's command-line cases are in tests/test_hostile_input.py and tests/test_reliability.py.
+Every (command, flag) and (decoder, option) pair meets every value of the hostile lists; then the
+default run draws 200 random cases of each kind; `python -m pytest -m slow tests/test_fuzz.py` draws
+2,000 of each and runs drawn command lines end to end (a process each: one output line per input
+line, or one `error:` line with exit 2, never a traceback). The command lines run the same checks
+before any work (`cli.check_flags`, `--decoder.<opt>` through `decode.parse_options` /
+`check_decoder`, `--config.<key>` through `train.validate_config`); the probe's cases are in
+tests/test_hostile_input.py and tests/test_reliability.py.
 """
 import math
+import os
 
+from absl import flags
 from hypothesis import HealthCheck, given, settings, strategies as st
 import pytest
 
-from nat_jax import decode, train
+from nat_jax import cli, decode, train
 from nat_jax.decode.registry import DECODERS, MAX_BLOCK, MAX_HYPOTHESES
 from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
@@ -192,3 +199,185 @@ def test_translate_command_line(trained_run, case):
     assert not any(ord(c) < 32 and c != '\n' for c in out), (case, out)
   else:
     assert_one_error_line(result)
+
+
+# --- every command's flags --------------------------------------------------------------------------
+COMMAND_FLAGS = cli.every_flag()
+FLAG_CASES = [(command, f) for command, fs in COMMAND_FLAGS.items() for f in fs if f.kind != 'config']
+HOSTILE_NUMBERS = ['65537', '4097', '1' * 20, '-9' * 10, '0.0001', '1e-9', '2.5']
+PATH_KINDS = ('file', 'dir', 'missing', 'missing_parent', 'fifo', 'link_to_dir', 'empty')
+
+
+@pytest.fixture(scope='module')
+def hostile_paths(tmp_path_factory) -> dict[str, str]:
+  """Paths of every kind a flag may be given, made here (no device of the machine is touched)."""
+  root = tmp_path_factory.mktemp('paths')
+  (root / 'file').write_text('x\n')
+  (root / 'dir').mkdir()
+  os.mkfifo(root / 'fifo')
+  os.symlink(root / 'dir', root / 'link_to_dir')
+  return {'file': str(root / 'file'), 'dir': str(root / 'dir'), 'missing': str(root / 'missing'),
+          'missing_parent': str(root / 'no' / 'such' / 'x'), 'fifo': str(root / 'fifo'),
+          'link_to_dir': str(root / 'link_to_dir'), 'empty': ''}
+
+
+def check_flag(flag: cli.Flag, raw: str):
+  """`--<flag>=<raw>` parsed as the command line parses it and checked as it checks it before work:
+  refused with one line, or accepted as a value that can work."""
+  values = flags.FlagValues()
+  cli.define_flags([flag], values)
+  try:
+    values(['prog', f'--{flag.name}={raw}'])
+    cli.check_flags([flag], values)
+  except (flags.Error, ConfigError) as e:
+    assert str(e).strip() and '\n' not in str(e).splitlines()[0], repr(e)
+    return
+  value = values[flag.name].value
+  if value is None or value == '' or value == []:
+    assert not flag.required, (flag.name, raw)
+    return
+  if flag.kind in ('int', 'float'):  # sizes, counts, times: finite and never negative
+    assert not isinstance(value, bool) and math.isfinite(value) and value >= 0, (flag.name, raw, value)
+    if value == 0:
+      assert flag.zero or flag.low == 0, (flag.name, raw)  # 0 only where it means something said in --help
+    if flag.kind == 'int' and flag.name in ('batch_size', 'max_batch', 'order', 'average', 'chunk_lines',
+                                            'chunk_sentences', 'top_tokens', 'edges', 'block_size', 'batch1_runs'):
+      assert value >= 1, (flag.name, raw)
+    if flag.name in ('batch_size', 'max_batch'):
+      assert value <= cli.MAX_ROWS, (flag.name, raw)
+  if flag.kind == 'list' and flag.items == 'int':
+    assert all(1 <= int(item) <= cli.MAX_ROWS for item in value), (flag.name, raw)
+  if flag.kind in ('enum', 'list', 'str') and flag.choices:
+    assert set(value if isinstance(value, list) else [value]) <= set(flag.choices), (flag.name, raw)
+  if flag.path == 'file':
+    assert os.path.exists(value) and not os.path.isdir(value), (flag.name, raw)
+  if flag.path == 'dir':
+    assert os.path.isdir(value), (flag.name, raw)
+  if flag.path == 'new_file':
+    assert not os.path.isdir(value) and os.path.isdir(os.path.dirname(os.path.abspath(value))), (flag.name, raw)
+  if flag.path == 'new_dir':
+    assert os.path.isdir(value) or not os.path.exists(value), (flag.name, raw)
+
+
+def test_every_flag_with_every_hostile_value(hostile_paths):
+  """Every flag of every command against the hostile lists and every kind of path, exhaustively."""
+  assert len(FLAG_CASES) >= 70, len(FLAG_CASES)
+  for _, flag in FLAG_CASES:
+    for raw in HOSTILE + HOSTILE_NUMBERS + list(hostile_paths.values()):
+      if '\x00' not in raw:  # an argv string cannot hold NUL: the OS refuses it before we see it
+        check_flag(flag, raw)
+
+
+def test_defaults_keep_their_own_rules():
+  """A default that breaks its flag's rule would refuse the command line nobody changed."""
+  for command, fs in COMMAND_FLAGS.items():
+    for f in fs:
+      if f.kind != 'config' and not f.path and not f.required:
+        assert f.problem(f.default) is None, (command, f.name, f.default)
+
+
+def test_path_flags_say_what_path_they_need():
+  """Flags that name files or directories carry a path rule, so a directory, FIFO or missing path is
+  refused before any work (dagviz/ddgviz --out is a prefix whose directories are made)."""
+  for command, fs in COMMAND_FLAGS.items():
+    for f in fs:
+      named_path = f.name in ('workdir', 'input', 'output', 'out', 'json', 'api_key_file')
+      if named_path and command not in ('dagviz', 'ddgviz'):
+        assert f.path, (command, f.name)
+      if f.name in ('input', 'api_key_file'):
+        assert f.path == 'file', (command, f.name)
+
+
+def test_the_documented_table_is_current():
+  """docs/reliability.md holds the table of every command's flags as the code declares them."""
+  doc = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'docs', 'reliability.md')
+  with open(doc, encoding='utf-8') as f:
+    assert cli.flags_table() in f.read(), ('out of date; regenerate it with: '
+                                           'python -c "from nat_jax import cli; print(cli.flags_table())"')
+
+
+def test_help_states_every_rule():
+  """`--help` of every command shows what each flag's value must be: the rule it is checked against."""
+  for command, fs in COMMAND_FLAGS.items():
+    values = flags.FlagValues()
+    cli.define_flags(fs, values)
+    for f in fs:
+      if f.kind not in ('enum', 'bool', 'config') and f.requirement():
+        assert f.requirement() in values[f.name].help, (command, f.name, values[f.name].help)
+      if f.required:
+        assert 'required' in values[f.name].help, (command, f.name)
+
+
+@st.composite
+def command_flag(draw, paths: dict[str, str]):
+  _, flag = draw(st.sampled_from(FLAG_CASES))
+  raw = draw(st.one_of(raw_values(), st.sampled_from(HOSTILE + HOSTILE_NUMBERS + list(paths.values())),
+                       st.lists(st.integers(-3, 10**6).map(str), min_size=1, max_size=4).map(','.join)))
+  return flag, raw.replace('\x00', '')
+
+
+def test_command_flags(hostile_paths):
+  @fuzz(FAST)
+  @given(command_flag(hostile_paths))
+  def run(case):
+    check_flag(*case)
+  run()
+
+
+@pytest.mark.slow
+def test_command_flags_long(hostile_paths):
+  @fuzz(SLOW)
+  @given(command_flag(hostile_paths))
+  def run(case):
+    check_flag(*case)
+  run()
+
+
+# --- drawn command lines, end to end (slow: a process per case) --------------------------------------
+def end_to_end_cases(workdir: str, out: str) -> dict[str, tuple[list[str], str]]:
+  """Per command: the flags of a small valid job on the tiny AT run, and the file it must write."""
+  return {
+      'lm': ([f'--workdir={workdir}', '--order=3', f'--out={out}/lm.arpa'], f'{out}/lm.arpa'),
+      'ddgviz': ([f'--workdir={workdir}', '--text=And God said.', f'--out={out}/ddg'], f'{out}/ddg.html'),
+      'dagviz': ([f'--workdir={workdir}', '--text=And God said.', f'--out={out}/dag'], f'{out}/dag.html'),
+      'distill': ([f'--workdir={workdir}', f'--out={out}/distill', '--limit=3', '--splits=validation',
+                   '--decoder=greedy'], f'{out}/distill/manifest.json'),
+      'evaluate': ([f'--workdir={workdir}', f'--out={out}/eval', '--max_sentences=3', '--latency_sentences=1',
+                    '--batch_sizes=1,4', '--batch1_runs=1', '--decoders=greedy'], f'{out}/eval/results.json'),
+  }
+
+
+@st.composite
+def command_line_case(draw, paths: dict[str, str]):
+  """(command, one of its flags with a hostile value)."""
+  command = draw(st.sampled_from(['lm', 'ddgviz', 'dagviz', 'distill', 'evaluate']))
+  flag = draw(st.sampled_from([f for f in COMMAND_FLAGS[command] if f.name != 'workdir']))
+  raw = draw(st.one_of(st.sampled_from(HOSTILE + HOSTILE_NUMBERS + list(paths.values())), raw_values()))
+  return command, flag.name, raw.replace('\x00', '')
+
+
+@pytest.mark.slow
+def test_command_lines(trained_run, hostile_paths, tmp_path_factory):
+  """Each drawn command line writes what its command writes and exits 0, or prints one `error:` line
+  and exits 2; never a traceback, never exit 0 without its output."""
+  from tests.test_reliability import assert_one_error_line, run_cli
+  outcomes = {'done': 0, 'refused': 0}
+
+  @fuzz(30)
+  @given(command_line_case(hostile_paths))
+  def run(case):
+    command, name, raw = case
+    out = str(tmp_path_factory.mktemp('e2e'))
+    base, written = end_to_end_cases(trained_run, out)[command]
+    args = [a for a in base if not a.startswith(f'--{name}=')] + [f'--{name}={raw}']
+    result = run_cli(f'nat_jax.{command}', *args, stdin=b'', timeout=600)
+    if result.returncode == 0:
+      moved = name == 'out'  # the output went where the drawn --out says
+      assert moved or os.path.exists(written), (case, result.stderr.decode()[-2000:])
+      outcomes['done'] += 1
+    else:
+      assert_one_error_line(result)
+      outcomes['refused'] += 1
+  run()
+  print(f'command lines: {outcomes}')
+  assert outcomes['done'] and outcomes['refused'], outcomes  # both sides of the contract were exercised

@@ -187,9 +187,11 @@ def test_blocks_longer_than_any_run_decodes_are_refused(decoder, option):
 
 @pytest.mark.parametrize('command,args,message', [
     ('nat_jax.dagviz', ['--beta=nan'], '--beta=nan: must be a finite number >= 0'),
-    ('nat_jax.dagviz', ['--top_tokens=0'], '--top_tokens=0: must be a positive number'),
-    ('nat_jax.ddgviz', ['--max_len=100000'], '--max_len=100000: this run decodes at most 40 tokens'),
-    ('nat_jax.ddgviz', ['--block_size=0'], '--block_size=0: must be a positive number'),
+    ('nat_jax.dagviz', ['--top_tokens=0'], '--top_tokens=0: must be an integer from 1 to 100'),
+    ('nat_jax.ddgviz', ['--max_len=100'], '--max_len=100: this run decodes at most 40 tokens'),
+    ('nat_jax.ddgviz', ['--max_len=100000'], "--max_len=100000: must be 0 (the run's bound) or an integer "
+                                         'from 1 to 4096'),
+    ('nat_jax.ddgviz', ['--block_size=0'], '--block_size=0: must be an integer from 1 to 4096'),
 ])
 def test_picture_flags_are_one_error_line(trained_run, tmp_path, command, args, message):
   result = run_cli(command, f'--workdir={trained_run}', '--text=Jesus wept.', f'--out={tmp_path}/pic', *args)

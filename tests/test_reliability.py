@@ -157,8 +157,10 @@ def test_checkpoint_without_checksum_still_loads(trained_run, tmp_path):
 
 
 @pytest.mark.parametrize('args,message', [
-    (['--batch_size=-1'], '--batch_size=-1: must be a positive number'),
-    (['--batch_size=0'], '--batch_size=0: must be a positive number'),
+    (['--batch_size=-1'], '--batch_size=-1: must be an integer from 1 to 65536'),
+    (['--batch_size=0'], '--batch_size=0: must be an integer from 1 to 65536'),
+    (['--batch_size=100000'], '--batch_size=100000: must be an integer from 1 to 65536'),
+    (['stray'], "unexpected arguments ['stray']"),
     (['--chunk_lines=0'], '--chunk_lines=0'),
     (['--average=0'], '--average=0'),
     (['--decoder=beam', '--decoder.beam_size=0'], '--decoder.beam_size=0: beam needs 1 to 256 beams'),
@@ -168,7 +170,7 @@ def test_checkpoint_without_checksum_still_loads(trained_run, tmp_path):
     (['--decoder.max_len=100000'], 'decodes at most 40 tokens'),
     (['--decoder=jacobi_hgj', '--decoder.block_size=0'], '--decoder.block_size=0'),
     (['--decoder=dag_greedy'], 'needs a GraphPredictor'),
-    (['--decoder=nosuch'], "Unknown decoder 'nosuch'"),
+    (['--decoder=nosuch'], '--decoder=nosuch: must be one of beam, dag_beam'),
     (['--decoder.beam_size'], 'needs a value'),
     (['--input=/nonexistent/in.txt'], '/nonexistent/in.txt: no such file'),
     (['--output=/'], 'is a directory'),
@@ -298,8 +300,8 @@ FULL_DISK_TRAIN = textwrap.dedent('''
     DiskUsage = collections.namedtuple('DiskUsage', 'total used free')
     checkpoint.shutil.disk_usage = lambda path: DiskUsage(10, 10, 1000)
     sys.argv = ['train'] + sys.argv[1:]
-    train.define_flags()
-    cli.run_command(train.main)
+    cli.define_flags(train.COMMAND_FLAGS)
+    cli.run_command(train.main, None, train.COMMAND_FLAGS)
 ''')
 
 

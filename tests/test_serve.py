@@ -309,7 +309,7 @@ def test_serve_command_refuses_bad_flags(trained_run, tmp_path):
     return subprocess.run([sys.executable, '-m', 'nat_jax.serve', *flags], capture_output=True, text=True,
                           timeout=300, env={**os.environ, 'JAX_PLATFORMS': 'cpu'})
   r = serve(f'--workdir={trained_run}', '--max_batch=0')
-  assert r.returncode == 2 and 'error: --max_batch=0: must be a positive number' in r.stderr
+  assert r.returncode == 2 and 'error: --max_batch=0: must be an integer from 1 to 65536' in r.stderr
   r = serve(f'--workdir={trained_run}', '--allowed_decoders=dag_lookahead')
   assert r.returncode == 2 and "needs a GraphPredictor" in r.stderr
   empty = tmp_path / 'key'

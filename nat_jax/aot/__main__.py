@@ -40,31 +40,25 @@ FLAGS = flags.FLAGS
 DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<value>, for the chosen decoders that have <opt>
 
 
-def define_flags():
-  config_flags.DEFINE_config_file('config', None, 'Recipe file (configs/*.py or a recipe name).', lock_config=True)
-  flags.DEFINE_string('target', None, 'Comma-separated targets: v5e:2x2, v5e:4x4, v6e:2x2, v5p:2x2x1, v4:2x2x2, '
-                      'v3:2x2 (TPU slices; "/<n>" for n slices), h100, h100x8, a100, a100x8 (GPUs of one node).')
-  flags.DEFINE_integer('model_parallel', 1, 'Devices per model replica (the mesh\'s model axis).')
-  flags.DEFINE_list('programs', ['train', 'eval', 'decode'], 'Which programs: train, eval, decode, units.')
-  flags.DEFINE_string('decoders', 'all', 'all (every decoder the method offers), default (the recipe\'s '
-                      'eval/test decoders) or comma-separated names.')
-  flags.DEFINE_list('batch_sizes', ['1', '64'], 'Decoding batch sizes (sentences).')
-  flags.DEFINE_enum('buckets', 'all', ['all', 'largest'], 'Training batch shapes: every bucket or the largest.')
-  flags.DEFINE_string('drafter', '', 'A recipe whose run drafts for `drafted` (e.g. configs/dat_drafter_base.py): '
-                      'compiled with abstract parameters.')
-  flags.DEFINE_bool('fit', False, 'When the gradient step does not fit: search the largest per-device batch that '
-                    'does (same tokens per update), then model parallelism.')
-  flags.DEFINE_string('json', '', 'Also write the report here (JSON).')
-
-
-def batch_sizes() -> list[int]:
-  try:
-    sizes = [int(b) for b in FLAGS.batch_sizes]
-  except ValueError:
-    raise ConfigError(f'--batch_sizes={",".join(FLAGS.batch_sizes)}: comma-separated positive integers.') from None
-  if not sizes or min(sizes) < 1:
-    raise ConfigError(f'--batch_sizes={",".join(FLAGS.batch_sizes)}: comma-separated positive integers.')
-  return sizes
+COMMAND_FLAGS = (
+    cli.Flag('config', 'config', None, 'Recipe file (configs/*.py or a recipe name).', required=True),
+    cli.Flag('target', 'str', None, 'Comma-separated targets: v5e:2x2, v5e:4x4, v6e:2x2, v5p:2x2x1, v4:2x2x2, v3:2x2 '
+             '(TPU slices; "/<n>" for n slices), h100, h100x8, a100, a100x8 (GPUs of one node).', required=True),
+    cli.Flag('model_parallel', 'int', 1, "Devices per model replica (the mesh's model axis).", low=1, high=1 << 16),
+    cli.Flag('programs', 'list', ['train', 'eval', 'decode'], 'Which programs.',
+             choices=('train', 'eval', 'decode', 'units'), required=True),
+    cli.Flag('decoders', 'str', 'all', "all (every decoder the method offers), default (the recipe's eval/test "
+             'decoders) or comma-separated names.'),
+    cli.Flag('batch_sizes', 'list', ['1', '64'], 'Decoding batch sizes (sentences).', items='int', low=1,
+             high=cli.MAX_ROWS, required=True),
+    cli.Flag('buckets', 'enum', 'all', 'Training batch shapes: every bucket or the largest.',
+             choices=('all', 'largest')),
+    cli.Flag('drafter', 'str', '', 'A recipe whose run drafts for `drafted` (e.g. configs/dat_drafter_base.py): '
+             'compiled with abstract parameters.'),
+    cli.Flag('fit', 'bool', False, 'When the gradient step does not fit: search the largest per-device batch that '
+             'does (same tokens per update), then model parallelism.'),
+    cli.Flag('json', 'str', '', 'Also write the report here (JSON).', path='new_file'),
+)
 
 
 def drafter_loader(mesh):
@@ -82,16 +76,9 @@ def main(argv):
   from nat_jax import sharding
   from nat_jax.aot import report, targets
   from nat_jax.train import validate_config
-  if len(argv) > 1:
-    raise ConfigError(f'unexpected arguments {argv[1:]}')
-  if FLAGS.config is None or not FLAGS.target:
-    raise ConfigError('--config=<recipe> and --target=<targets> are required (e.g. --config=configs/at_base.py '
-                      '--target=v5e:2x2).')
-  if FLAGS.json:
-    cli.check_output_file(FLAGS.json, 'json')
   config = FLAGS.config
   validate_config(config)
-  sizes = batch_sizes()
+  sizes = [int(b) for b in FLAGS.batch_sizes]  # checked: COMMAND_FLAGS
   results, fits = [], {}
   for name in [t for t in FLAGS.target.split(',') if t.strip()]:
     target = targets.get_target(name)
@@ -117,10 +104,8 @@ def main(argv):
     sys.exit(1)
 
 
-def console():
-  """The `nat-jax-aot` command (a console script of the installed package): `python -m nat_jax.aot`."""
-  define_flags()
-  cli.run_command(main, DECODER_OVERRIDES)
+# `nat-jax-aot`, `python -m nat_jax.aot`: not re-executed for huge pages (it compiles, it does not train)
+console = cli.command(COMMAND_FLAGS, main, DECODER_OVERRIDES, tuned=False)
 
 
 if __name__ == '__main__':
