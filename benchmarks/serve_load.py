@@ -5,8 +5,9 @@ runs/hrt_bible_tiny:hrt [--clients=1,8,32,128] [--sentences=256] [--soak_seconds
 
 For each run:decoder, on the first `--sentences` sentences of its test split (Acts for the Bible recipes):
 - offline, in this process: `Translator.translate` of every sentence at batch 64 (sentences/s, the
-  median of `--passes` after an untimed pass that compiles) and of the first `--latency_sentences`
-  alone (batch 1: p50 / p99 ms);
+  median of `--passes` after an untimed pass that compiles), of the first `--latency_sentences`
+  alone (batch 1: p50 / p99 ms), and in batches of what a server under `c` one-sentence clients is
+  given at most: `c` sentences in arrival order (`in_arrival_order`, not sorted by length across them);
 - served: `python -m nat_jax.serve` in a process of its own, batching (`--max_batch=64`) and one
   request at a time (`--max_batch=1`), each loaded by 1, 8, 32 and 128 concurrent clients of ours
   (asyncio + httpx, one sentence per request, each sentence once): sentences/s and p50 / p99 latency
@@ -77,7 +78,18 @@ def offline(workdir: str, decoder: str, sentences: list[str]) -> dict:
     t0 = time.perf_counter()
     translator.translate([s], batch_size=1)
     latency.append(time.perf_counter() - t0)
+  in_order = {}  # what a server under `clients` one-sentence clients is given: `clients` sentences in arrival order
+  for clients in [int(c) for c in FLAGS.clients]:
+    chunks = [sentences[i:i + clients] for i in range(0, len(sentences), clients)]
+    for chunk in chunks:  # compiles
+      translator.translate(chunk)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for chunk in chunks:
+      translator.translate(chunk)
+    in_order[str(clients)] = {'sentences_per_s': round(len(sentences) / (time.perf_counter() - t0), 1),
+                              'cpu_ms_per_sentence': round(1000 * (time.process_time() - c0) / len(sentences), 2)}
   return {'batch64_sentences_per_s': round(len(sentences) / float(np.median(times)), 1),
+          'in_arrival_order': in_order,
           'batch64_spread': [round(len(sentences) / max(times), 1), round(len(sentences) / min(times), 1)],
           'batch64_cpu_ms_per_sentence': round(1000 * float(np.median(cpu)) / len(sentences), 2),
           'batch1_p50_ms': percentile_ms(latency, 50), 'batch1_p99_ms': percentile_ms(latency, 99)}
@@ -241,7 +253,11 @@ def main(argv):
         'p99_1_client_vs_offline_b1': round(row['batching'][str(levels[0])]['p99_ms'] / base['batch1_p99_ms'], 3),
         # what the server spends per sentence against offline batch 64: its throughput on cores of its own
         'server_cpu_vs_offline_b64': {c: round(row['batching'][str(c)]['server_cpu_ms_per_sentence']
-                                               / base['batch64_cpu_ms_per_sentence'], 3) for c in levels}}
+                                               / base['batch64_cpu_ms_per_sentence'], 3) for c in levels},
+        # against offline batches of the same size and order: what serving adds to decoding
+        'throughput_vs_offline_in_arrival_order': {
+            c: round(row['batching'][str(c)]['sentences_per_s']
+                     / base['in_arrival_order'][str(c)]['sentences_per_s'], 3) for c in levels}}
     print(f'  ratios: {row["ratios"]}', flush=True)
     report['rows'][entry] = row
   if FLAGS.out:

@@ -4,7 +4,8 @@ checks of paths and sizes, and the load-a-run prologue.
 Every command runs through `run_command(main)`: bad flags, a bad `--config.<key>` override, a
 missing recipe, a `NatJaxError` (bad settings, data, checkpoints) or an OSError (a full disk, a
 read-only directory) print one line `error: ...` on stderr and exit with status 2, without a
-traceback; warnings are `warning: ...` lines on stderr (nat_jax.errors.log).
+traceback; any other exception is a bug and keeps its traceback. Warnings are `warning: ...` lines
+on stderr (nat_jax.errors.log).
 """
 from __future__ import annotations
 
@@ -93,8 +94,7 @@ def run_command(main: Callable[[list[str]], Any], decoder_overrides: Optional[di
       fail(str(e))
     except OSError as e:
       fail(os_error_message(e))
-    except ValueError as e:  # settings checked by libraries outside nat_jax (and our older ValueErrors)
-      fail(str(e))
+    # Any other exception is a bug: it ends with its traceback (exit 1), for the report.
   app.run(guarded, argv=argv, flags_parser=parse_flags)
 
 

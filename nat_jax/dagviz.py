@@ -18,7 +18,7 @@ import dataclasses
 import html
 import os
 
-from absl import app, flags
+from absl import flags
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,6 +28,7 @@ from nat_jax.decode import GraphPredictor, method_view
 from nat_jax.core.tokens import clean_path_tokens
 from nat_jax.decode.dag import DAG_PATHS
 from nat_jax.ddgviz import SPECIAL_PIECES, output_paths, probabilities
+from nat_jax.errors import ConfigError
 from nat_jax.files import atomic_output, write_atomic
 from nat_jax.translation import encode_sources
 
@@ -67,7 +68,7 @@ def dag_picture(run, text: str, decoders: list[str], top_tokens: int = 3, edges:
   """The graph the run predicts for `text` and each decoder's path through it."""
   unknown = [d for d in decoders if d not in DAG_PATHS]
   if unknown:
-    raise ValueError(f'--decoders: {unknown} are not DAG decoders; choose from {sorted(DAG_PATHS)}.')
+    raise ConfigError(f'--decoders: {unknown} are not DAG decoders; choose from {sorted(DAG_PATHS)}.')
   build = method_view(run.method, GraphPredictor, 'dagviz (the DA-Transformer graph)')
   src = jnp.asarray(encode_sources([text], run.tokenizer, run.config.max_len), jnp.int32)  # [1, S]
 
@@ -196,10 +197,7 @@ def render_html(pic: DagPicture) -> str:
 def main(argv):
   run, _ = cli.cli_prologue(FLAGS.workdir, 'latest', 1,  # not a DAG method: error, exit 2
                             lambda run: method_view(run.method, GraphPredictor, 'dagviz (the DA-Transformer graph)'))
-  try:
-    pic = dag_picture(run, FLAGS.text, FLAGS.decoders, FLAGS.top_tokens, FLAGS.edges, FLAGS.beta)
-  except ValueError as e:
-    raise app.UsageError(str(e)) from None
+  pic = dag_picture(run, FLAGS.text, FLAGS.decoders, FLAGS.top_tokens, FLAGS.edges, FLAGS.beta)
   png, page = output_paths(FLAGS.out)
   os.makedirs(os.path.dirname(os.path.abspath(png)), exist_ok=True)
   write_png(pic, png)

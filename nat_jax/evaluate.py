@@ -16,6 +16,7 @@ import os
 from absl import flags
 
 from nat_jax import benchmark, cli, decode
+from nat_jax.errors import ConfigError
 
 FLAGS = flags.FLAGS
 DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
@@ -34,12 +35,12 @@ def decoder_specs(decoders: list[str], overrides: dict[str, str]) -> list[str]:
   """Per decoder, its spec with the --decoder.<opt> overrides it understands ('beam/beam_size=2');
   an option none of them has, or an unknown decoder, is an error."""
   if overrides and not decoders:
-    raise ValueError(f'--decoder.{sorted(overrides)[0]}: name the decoders it is for (--decoders=...).')
+    raise ConfigError(f'--decoder.{sorted(overrides)[0]}: name the decoders it is for (--decoders=...).')
   for name in decoders:
     decode.parse_options(name, {})
   unknown = sorted(set(overrides) - {k for name in decoders for k in decode.DECODERS[name].defaults})
   if unknown:
-    raise ValueError(f'--decoder.{unknown[0]}: none of the decoders {decoders} has this option.')
+    raise ConfigError(f'--decoder.{unknown[0]}: none of the decoders {decoders} has this option.')
   return ['/'.join([name] + [f'{k}={v}' for k, v in overrides.items() if k in decode.DECODERS[name].defaults])
           for name in decoders]
 

@@ -193,22 +193,36 @@ def device_memory_bytes() -> int:
   return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
 
 
+def fit_bytes(config) -> tuple[float, float]:
+  """(parameters and Adam state, the output logits and their gradient) in bytes per device, in fp32: 16
+  bytes a parameter split over `mesh.model_parallel` devices, and 8 bytes a logit of a micro-batch
+  ([rows, length] = tokens_per_batch positions x vocab_size) split over the data-parallel devices. Both
+  are floors: the other activations (per layer, attention) come on top."""
+  model_parallel = max(config.mesh.model_parallel, 1)
+  data_parallel = max(jax.device_count() // model_parallel, 1)
+  return (16 * estimated_parameters(config) / model_parallel,
+          8 * config.tokens_per_batch * config.vocab_size / data_parallel)
+
+
 def check_fits(config):
   """ConfigError when training this config here cannot fit: a micro-batch of more than
-  MAX_TOKENS_PER_BATCH tokens, or parameters, their gradients and Adam's two moments (16 bytes a parameter
-  in fp32, split over `mesh.model_parallel` devices) alone beyond one device's memory: refused before
-  anything is allocated. Activations are not counted: a config that passes may still need a smaller
-  tokens_per_batch. (`nat_jax.aot` does not ask this: it compiles for another chip and reports the fit.)"""
+  MAX_TOKENS_PER_BATCH tokens, or parameters, their gradients and Adam's two moments plus the
+  micro-batch's output logits and their gradient (`fit_bytes`) beyond one device's memory: refused
+  before anything is allocated. Those are floors: a config that passes may still need a smaller
+  tokens_per_batch for its other activations. (`nat_jax.aot` does not ask this: it compiles for
+  another chip and reports the fit.)"""
   if config.tokens_per_batch > MAX_TOKENS_PER_BATCH:
     raise ConfigError(f'Bad config: tokens_per_batch must be <= {MAX_TOKENS_PER_BATCH} (use grad_accum_steps for '
                       'larger batches).')
-  need = 16 * estimated_parameters(config) / max(config.mesh.model_parallel, 1)
+  state, logits = fit_bytes(config)
   have = device_memory_bytes()
-  if need > have:
-    raise ConfigError(f'Bad config: about {estimated_parameters(config) / 1e6:,.0f}M parameters need '
-                      f'{need / 2**30:,.1f} GiB per device for parameters and optimizer state, more than the '
-                      f'{have / 2**30:,.1f} GiB one device has; make the model smaller (model.d_model, d_ff, layers, '
-                      'vocab_size) or split it over more devices (mesh.model_parallel).')
+  if state + logits > have:
+    raise ConfigError(f'Bad config: about {estimated_parameters(config) / 1e6:,.0f}M parameters and their optimizer '
+                      f'state ({state / 2**30:,.1f} GiB per device) and a micro-batch\'s output logits and their '
+                      f'gradient ({logits / 2**30:,.1f} GiB: tokens_per_batch {config.tokens_per_batch} x vocab_size '
+                      f'{config.vocab_size}) need more than the {have / 2**30:,.1f} GiB one device has; lower '
+                      'tokens_per_batch (grad_accum_steps keeps the update size), make the model smaller or split '
+                      'it over more devices (mesh.model_parallel).')
 
 
 def check_same_model(workdir: str, config):

@@ -132,7 +132,7 @@ def check_setting(key: str, value):
     assert math.isfinite(value) and value >= 0, (key, value)
   else:
     assert value >= 0, (key, value)
-  assert 16 * train.estimated_parameters(config) <= train.device_memory_bytes()
+  assert sum(train.fit_bytes(config)) <= train.device_memory_bytes()
 
 
 @fuzz(FAST)

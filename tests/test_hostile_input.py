@@ -134,6 +134,27 @@ def test_out_of_range_settings_are_refused_before_any_work(tmp_path, corpus, ove
   assert message in str(e.value) and not workdir.exists()
 
 
+@pytest.mark.parametrize('overrides,fits', [
+    ({}, True),  # the tiny recipe: well inside 1 GiB
+    ({'tokens_per_batch': 1 << 20, 'vocab_size': 32000}, False),  # logits alone: 2^20 x 32000 x 8 B = 250 GiB
+    ({'model.d_model': 4096, 'model.d_ff': 16384, 'model.num_heads': 8}, False),  # ~470M parameters: 7 GiB of state
+])
+def test_what_cannot_fit_one_device_is_refused_before_any_work(tmp_path, corpus, monkeypatch, overrides, fits):
+  """Parameters + Adam state (16 B each) plus a micro-batch's logits and their gradient (8 B each),
+  against a device of 1 GiB: the arithmetic of train.fit_bytes, by hand."""
+  monkeypatch.setattr(train, 'device_memory_bytes', lambda: 1 << 30)
+  config = tiny_config(corpus, **overrides)
+  by_hand = 16 * train.estimated_parameters(config) + 8 * config.tokens_per_batch * config.vocab_size
+  assert sum(train.fit_bytes(config)) == pytest.approx(by_hand)  # one CPU device: no split
+  assert (by_hand <= 1 << 30) == fits
+  if fits:
+    train.check_fits(config)
+  else:
+    with pytest.raises(ConfigError, match='need more than the 1.0 GiB one device has'):
+      train.train_and_evaluate(config, str(tmp_path / 'w'))
+    assert not (tmp_path / 'w').exists()
+
+
 def test_a_loss_that_turns_nan_stops_training_before_anything_is_saved(tmp_path, corpus, compile_cache,
                                                                        monkeypatch):
   real_update = train.TrainLoop.update

@@ -11,6 +11,7 @@ import numpy as np
 
 from nat_jax.core.packing import PACKING_KEYS
 from nat_jax.core.tokens import EOS_ID, PAD_ID, WIDTH_STEP, ceil_div
+from nat_jax.errors import ConfigError, DataError
 
 Pair = tuple[np.ndarray, np.ndarray]  # (source int32[n], target int32[m]), both ending in EOS.
 RAW_STREAM = 0x7261  # third seed word of the raw-reference draws (apart from the epoch permutations)
@@ -24,7 +25,7 @@ def bucket_shapes(max_len: int, tokens_per_batch: int, num_buckets: int,
   budget // length rounded down to a multiple of `row_multiple` (at least `row_multiple`).
   """
   if min(max_len, tokens_per_batch, num_buckets, row_multiple) < 1:
-    raise ValueError('bucket_shapes needs positive max_len, tokens_per_batch, num_buckets and '
+    raise ConfigError('bucket_shapes needs positive max_len, tokens_per_batch, num_buckets and '
                      f'row_multiple, got {(max_len, tokens_per_batch, num_buckets, row_multiple)}.')
   lengths = sorted({WIDTH_STEP * math.ceil(max_len * (i + 1) / num_buckets / WIDTH_STEP) for i in range(num_buckets)})
   return [(max(row_multiple, tokens_per_batch // length // row_multiple * row_multiple), length)
@@ -74,20 +75,20 @@ class TrainBatches:
                process_index: int = 0, process_count: int = 1,
                raw_targets: Optional[Sequence[np.ndarray]] = None, raw_prob: float = 0.0):
     if not pairs:
-      raise ValueError('TrainBatches needs at least one pair.')
+      raise DataError('TrainBatches needs at least one pair.')
     if not 0.0 <= raw_prob <= 1.0:
-      raise ValueError(f'raw_prob must be in [0, 1], got {raw_prob}.')
+      raise ConfigError(f'raw_prob must be in [0, 1], got {raw_prob}.')
     if raw_prob > 0 and (raw_targets is None or len(raw_targets) != len(pairs)):
-      raise ValueError('raw_prob > 0 needs one raw target per pair (a distilled training set).')
+      raise ConfigError('raw_prob > 0 needs one raw target per pair (a distilled training set).')
     self.raw_targets = list(raw_targets) if raw_prob > 0 else None
     self.raw_prob = raw_prob
     self.shapes = sorted(shapes, key=lambda shape: shape[1])
     bad_rows = [rows for rows, _ in self.shapes if rows % process_count]
     if bad_rows:
-      raise ValueError(f'Batch rows {bad_rows} do not divide by process_count={process_count}; '
+      raise ConfigError(f'Batch rows {bad_rows} do not divide by process_count={process_count}; '
                        'use bucket_shapes(..., row_multiple=<multiple of the process count>).')
     if not 0 <= process_index < process_count:
-      raise ValueError(f'process_index={process_index} not in [0, {process_count}).')
+      raise ConfigError(f'process_index={process_index} not in [0, {process_count}).')
     self.pairs, self.seed = list(pairs), seed
     self.process_index, self.process_count = process_index, process_count
     lengths = np.array([max(len(s), len(t)) for s, t in self.pairs])  # [num_pairs]
@@ -95,7 +96,7 @@ class TrainBatches:
       lengths = np.maximum(lengths, [len(t) for t in self.raw_targets])
     bucket_lengths = np.array([length for _, length in self.shapes])
     if lengths.max() > bucket_lengths[-1]:
-      raise ValueError(f'A pair of {lengths.max()} tokens exceeds the longest bucket '
+      raise ConfigError(f'A pair of {lengths.max()} tokens exceeds the longest bucket '
                        f'({bucket_lengths[-1]}); filter pairs with encode_pairs(max_len=...).')
     self.bucket = np.searchsorted(bucket_lengths, lengths)  # [num_pairs] smallest fitting bucket
     counts = np.bincount(self.bucket, minlength=len(self.shapes))
@@ -159,7 +160,7 @@ class PackedTrainBatches(TrainBatches):
                raw_targets: Optional[Sequence[np.ndarray]] = None, raw_prob: float = 0.0, window: int = 8):
     super().__init__(pairs, [shape], seed, process_index, process_count, raw_targets, raw_prob)
     if max_segments < 1 or slot_multiple < 1 or window < 1:
-      raise ValueError('max_segments, slot_multiple and window must be >= 1, got '
+      raise ConfigError('max_segments, slot_multiple and window must be >= 1, got '
                        f'{(max_segments, slot_multiple, window)}.')
     self.max_segments, self.window = max_segments, window
     self.source_len = np.array([len(s) for s, _ in self.pairs])  # [num_pairs]
@@ -168,7 +169,7 @@ class PackedTrainBatches(TrainBatches):
       target_len = np.maximum(target_len, [len(t) for t in self.raw_targets])
     self.target_len = slot_multiple * np.ceil(target_len / slot_multiple).astype(np.int64)  # reserved slots
     if self.target_len.max() > shape[1]:
-      raise ValueError(f'A target needs {self.target_len.max()} slots (a multiple of {slot_multiple}), more than '
+      raise ConfigError(f'A target needs {self.target_len.max()} slots (a multiple of {slot_multiple}), more than '
                        f'the row length {shape[1]}; lower max_len or raise the row length.')
     self._epoch_starts = [0]  # first step of each epoch packed so far, + the step after the last one
     self.batches_per_epoch = len(self._layout(0))  # of epoch 0: packing makes each epoch's count its own

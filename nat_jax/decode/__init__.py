@@ -3,7 +3,8 @@
   registry.py    `--decoder=<name> [--decoder.<opt>=<v>]` -> jitted (params, src) -> DecodeOutput
   interfaces.py  LeftToRightScorer, GraphPredictor, MaskPredictor, HybridScorer (the Protocols decoders
                  need), DecodeOutput
-  lengths.py     the decode-length bound and where a sequence ends (first EOS)
+  lengths.py     a decoder's max_len option against its view's bound, in steps (the bound itself and
+                 where a sequence ends, first EOS: nat_jax.core.tokens)
   greedy.py, beam.py, jacobi.py    left-to-right decoders (LeftToRightScorer; greedy and Jacobi take
                                    z tokens per step)
   drafted.py                       drafted (speculative) decoding: another run drafts, the

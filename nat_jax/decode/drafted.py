@@ -202,7 +202,7 @@ def drafted_decode(scorer: LeftToRightScorer, src: jax.Array, draft: Optional[ja
   or a draft `head` on the verifier's states instead -> the verified output (greedy's format).
   block: steps per pass (window of block * z slots)."""
   if update not in UPDATES:
-    raise ValueError(f'drafted: update must be one of {UPDATES}, got {update!r}.')
+    raise ConfigError(f'drafted: update must be one of {UPDATES}, got {update!r}.')
   if (draft is None) == (head is None):
     raise ValueError('drafted_decode takes a draft or a draft head (exactly one).')
   if update == 'redraft' and head is None:

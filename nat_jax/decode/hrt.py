@@ -60,9 +60,9 @@ def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1
   iterations (Skip-AT decoder passes: greedy's steps, or Jacobi's iterations; beam: its loop steps)."""
   k = chunk or view.chunk
   if not 1 <= b_nat <= b_at:
-    raise ValueError(f'hrt needs 1 <= b_nat <= b_at, got b_at={b_at}, b_nat={b_nat}.')
+    raise ConfigError(f'hrt needs 1 <= b_nat <= b_at, got b_at={b_at}, b_nat={b_nat}.')
   if jacobi_block < 0 or (jacobi_block and b_at != 1):
-    raise ValueError(f'hrt: jacobi_block={jacobi_block} needs jacobi_block >= 0, and b_at = 1 when it is set '
+    raise ConfigError(f'hrt: jacobi_block={jacobi_block} needs jacobi_block >= 0, and b_at = 1 when it is set '
                      f'(Jacobi decoding replaces greedy Skip-AT, not beam search; got b_at={b_at}).')
   scorer = view.skip_scorer(k)
   steps = ceil_div(max_len, k) if max_len > 0 else scorer.max_decode_len(src.shape[1])

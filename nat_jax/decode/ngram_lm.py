@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nat_jax.errors import DataError
+from nat_jax.errors import ConfigError, DataError
 from nat_jax.files import atomic_output
 
 BOS_WORD, EOS_WORD, UNK_WORD = '<s>', '</s>', '<unk>'
@@ -41,7 +41,7 @@ def estimate(sentences: Iterable[Sequence[str]], order: int) -> Ngrams:
   """Interpolated Kneser-Ney n-grams (orders 1 .. order) of sentences (words, without <s> / </s>),
   in backoff form. <unk> gets the mass the unigram discount spreads over the vocabulary."""
   if order < 1:
-    raise ValueError(f'An n-gram model needs order >= 1, got {order}.')
+    raise ConfigError(f'An n-gram model needs order >= 1, got {order}.')
   raw = [collections.Counter() for _ in range(order + 1)]  # raw[k][g]: count of the k-gram g
   for words in sentences:
     s = (BOS_WORD, *words, EOS_WORD)
@@ -191,7 +191,7 @@ def build_tables(model: Ngrams, word_ids: Mapping[str, int], vocab_size: int) ->
   depth-d node is a distinct (depth-(d-1) node, word) pair of some n-gram's reversed words, numbered
   in sorted order so that every node's children are consecutive and sorted by word."""
   if (UNK_WORD,) not in model or UNK_WORD not in word_ids:
-    raise ValueError(f'The n-gram model and the vocabulary both need {UNK_WORD}.')
+    raise DataError(f'The n-gram model and the vocabulary both need {UNK_WORD}.')
   by_order = collections.defaultdict(list)  # k -> [(reversed word ids, log10 p, log10 backoff)]
   for g, (lp, bo) in model.items():
     if all(w in word_ids for w in g):
