@@ -44,10 +44,10 @@ def main(argv):
     check_exportable(config)  # before loading any parameters
   t0 = time.time()
   run = load_run(FLAGS.workdir, FLAGS.checkpoint, FLAGS.average, 'float32')
-  c = run.method.model.cfg if hasattr(run.method, 'model') else None
+  c = run.method.model.cfg
   step = (run.meta[0] or {}).get('step') if run.meta else None
-  shape = f'{c.enc_layers}+{c.dec_layers} layers, d_model {c.d_model}, ' if c is not None else ''
-  print(f'exporting {FLAGS.workdir} (method {run.config.model.method}, step {step}, {shape}'
+  print(f'exporting {FLAGS.workdir} (method {run.config.model.method}, step {step}, {c.enc_layers}+{c.dec_layers} '
+        f'layers, d_model {c.d_model}, '
         f'vocabulary {run.tokenizer.vocab_size}) to CTranslate2 {ctranslate2.__version__}, '
         f'{FLAGS.quantization} weights ...', file=sys.stderr, flush=True)
   out = export_ctranslate2(run, FLAGS.out, FLAGS.quantization, source=FLAGS.workdir)

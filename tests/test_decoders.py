@@ -36,6 +36,8 @@ class EosAtSlot(MarkovScorer):
 class ViewMethod:
   """A stand-in method that offers hand-written views (params = the view itself)."""
   name = 'hand-written'
+  tokens_per_step = 1  # the Method contract's attributes (nat_jax.methods.base)
+  max_target_len = 4096
 
   def __init__(self, protocol):
     self.protocol = protocol

@@ -35,6 +35,7 @@ class Wrapped:
 
   def __init__(self, inner, step):
     self.build, self.step = inner.views()[LeftToRightScorer], step
+    self.tokens_per_step, self.max_target_len = inner.tokens_per_step, inner.max_target_len  # the Method contract
 
   def views(self):
     return {LeftToRightScorer: lambda params: WrappedScorer(self.build(params), self.step)}

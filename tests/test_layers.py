@@ -83,6 +83,15 @@ def test_every_import_points_down():
   assert not upward, 'imports that do not point down:\n' + '\n'.join(upward)
 
 
+def test_no_module_imports_its_own_package():
+  """Inside a subpackage, modules import each other, never their package's __init__ (which imports them
+  back: `from nat_jax.methods import register` in a method module was a cycle; registry.py holds it now)."""
+  back = [f'{os.path.relpath(path, REPO)}:{line}: {module} imports {imported}'
+          for module, path in modules() if subpackage(module) != module
+          for imported, line in nat_jax_imports(path, module) if imported == subpackage(module)]
+  assert not back, 'imports of the own package:\n' + '\n'.join(back)
+
+
 def test_core_imports_nothing_above_it():
   for module, path in modules():
     if module.startswith('nat_jax.core'):

@@ -164,7 +164,7 @@ def best_hypotheses(final: BeamState, alpha: float, count: int,
 def method_takes_one_token_per_step(method, options):
   """The registry's check: a method whose left-to-right view writes several tokens per step
   (IBDecoder, SA) has no beam; it has multiword_beam."""
-  z = getattr(method, 'tokens_per_step', 1)
+  z = method.tokens_per_step
   if z != 1:
     raise ConfigError(one_token_per_step_message('beam', z))
 

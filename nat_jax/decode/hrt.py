@@ -39,7 +39,7 @@ def fill_chunks(view: HybridScorer, enc, skips: jax.Array, k: int) -> tuple[jax.
 
 def check_hrt_options(method, options):
   """The registry's check: chunk is 0, 1 or the model's k; b_nat <= b_at; Jacobi only with b_at = 1."""
-  k = getattr(method, 'chunk', None)
+  k = method.chunk  # only HRT methods offer its view (check_decoder asks method_view first)
   if options['chunk'] not in (0, 1, k):
     raise ConfigError(f'--decoder.chunk={options["chunk"]}: this HRT model was trained with chunk k={k}; use 0 or '
                       f'{k} (hybrid decoding) or 1 (left to right).')

@@ -79,7 +79,7 @@ def cuts_rows(method, name: str, options: dict[str, Any]) -> bool:
   """Whether decoder `name` with `options` bounds each row by its own source width (Decoder.row_bounds, one
   token per step, no fixed max_len): then batches may mix source widths (nat_jax.data.inference_batches)."""
   return (DECODERS[name].row_bounds and not options.get('max_len', 0)
-          and getattr(method, 'tokens_per_step', 1) == 1)
+          and method.tokens_per_step == 1)
 
 
 def cut_to_row_bounds(view, out: DecodeOutput, src: jax.Array) -> DecodeOutput:
@@ -125,8 +125,8 @@ def check_decoder(method, name: str, options: dict[str, Any]):
   `max_len` fits the run's decoder bound (config.max_decode_len), and the decoder's own check passes."""
   decoder = DECODERS[name]
   method_view(method, decoder.needs, f'Decoder {name!r}')
-  bound = getattr(method, 'max_target_len', None)
-  if bound is not None and options.get('max_len', 0) > bound:
+  bound = method.max_target_len
+  if options.get('max_len', 0) > bound:
     raise ConfigError(f'--decoder.max_len={options["max_len"]}: this run decodes at most {bound} tokens '
                       f'(its config.max_decode_len); use 0 (the bound for each source) or a value <= {bound}.')
   if decoder.check is not None:

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from nat_jax.decode.interfaces import LeftToRightScorer
 from nat_jax.core.tokens import BOS_ID, EOS_ID, ceil_div, decode_length_bound, through_first_eos
-from nat_jax.methods import register
+from nat_jax.methods.registry import register
 from nat_jax.methods.base import Method
 from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, teacher_forced_loss
 from nat_jax.core.masks import attention_mask
@@ -148,9 +148,9 @@ class AutoregressiveMethod(Method):
   packable = True
 
   def __init__(self, config, vocab_size: int):
+    super().__init__(config, vocab_size)
     self.model = Transformer(transformer_config(config.model, vocab_size))
     self.label_smoothing = config.label_smoothing
-    self.max_target_len = config.max_decode_len
 
   def init_params(self, rng, batch):
     return init_transformer(self.model, rng, batch)

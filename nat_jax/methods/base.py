@@ -21,10 +21,14 @@ class Method(abc.ABC):
   packable: bool = False           # its loss takes packed batches: several pairs per row (config data.pack)
   max_segments: int = 0            # the most pairs a packed row holds: data.pack of its config (set by get_method)
   slot_multiple: int = 1           # target slots reserved per packed pair: a multiple of this (a view in blocks)
+  tokens_per_step: int = 1         # target tokens its left-to-right view writes per step (IBDecoder / SA: more)
+  max_target_len: int              # the longest target its views decode: config.max_decode_len
+  model: Any                       # its network (a flax Module whose `cfg` is its TransformerConfig)
 
-  @abc.abstractmethod
   def __init__(self, config: ml_collections.ConfigDict, vocab_size: int):
-    """Checks the method's settings (ConfigError naming the key) and builds its model."""
+    """A method checks its settings (ConfigError naming the key) and builds its model; every method
+    calls this first."""
+    self.max_target_len = config.max_decode_len
 
   @abc.abstractmethod
   def init_params(self, rng, batch: dict) -> Any:

@@ -27,7 +27,7 @@ import ml_collections
 from nat_jax.core.tokens import EOS_ID, MASK_ID
 from nat_jax.decode.interfaces import MaskPredictor
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
-from nat_jax.methods import register
+from nat_jax.methods.registry import register
 from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer
 from nat_jax.methods.sampling import random_subset
@@ -71,13 +71,13 @@ class CmlmMethod(Method):
   packable = True
 
   def __init__(self, config, vocab_size: int):
+    super().__init__(config, vocab_size)
     if config.cmlm.length_loss_weight < 0:
       raise ConfigError(f'cmlm.length_loss_weight must be >= 0, got {config.cmlm.length_loss_weight}.')
     self.length_classes = config.max_len + 1  # lengths 0 .. max_len (incl. EOS)
     self.model = Transformer(transformer_config(config.model, vocab_size, length_classes=self.length_classes))
     self.label_smoothing = config.label_smoothing
     self.length_loss_weight = config.cmlm.length_loss_weight
-    self.max_target_len = config.max_decode_len
 
   def init_params(self, rng, batch):
     inputs = masked_inputs(batch['target'], jnp.zeros(batch['target'].shape, bool))

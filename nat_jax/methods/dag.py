@@ -35,7 +35,7 @@ from nat_jax.core.graph import map_vertex_chunks, vertex_chunk_count
 from nat_jax.core.tokens import decode_length_bound
 from nat_jax.losses.dag import dag_best_alignment, dag_log_likelihood, dag_nll_per_pair
 from nat_jax.losses.fuzzy import fuzzy_alignment_loss
-from nat_jax.methods import register
+from nat_jax.methods.registry import register
 from nat_jax.methods.base import Method
 from nat_jax.methods.sampling import random_subset
 from nat_jax.models.dag_transformer import DagTransformer
@@ -128,6 +128,7 @@ class DagMethod(Method):
     return plain
 
   def __init__(self, config, vocab_size: int):
+    super().__init__(config, vocab_size)
     dat = config.dat
     if dat.upsample_scale <= 0:
       raise ConfigError(f'dat.upsample_scale must be > 0, got {dat.upsample_scale}.')
@@ -144,7 +145,6 @@ class DagMethod(Method):
     self.vocab_size, self.chunk_elements = vocab_size, CHUNK_ELEMENTS
     self.model = DagTransformer(transformer_config(config.model, vocab_size), self.max_graph_size, link_heads,
                                 dat.max_transition_length, self.chunk_elements)
-    self.max_target_len = config.max_decode_len
     self.glance = (dat.glance_start, dat.glance_end, dat.glance_steps or config.total_steps)
 
   # --- graph sizes ------------------------------------------------------------------------------

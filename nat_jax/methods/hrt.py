@@ -41,7 +41,7 @@ import ml_collections
 from nat_jax.core.tokens import BOS_ID, EOS_ID, MASK_ID, ceil_div, skip_frame
 from nat_jax.decode.interfaces import HybridScorer, LeftToRightScorer
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
-from nat_jax.methods import register
+from nat_jax.methods.registry import register
 from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer, autoregressive_inputs, init_transformer
 from nat_jax.methods.cmlm import masked_inputs, random_mask
@@ -129,6 +129,7 @@ class HrtMethod(Method):
   packable = True
 
   def __init__(self, config, vocab_size: int):
+    super().__init__(config, vocab_size)
     h = config.hrt
     if h.chunk < 1:
       raise ConfigError(f'hrt.chunk must be >= 1, got {h.chunk}.')
@@ -143,7 +144,6 @@ class HrtMethod(Method):
     self.skip_start = vocab_size  # <B_k>: the first input-only start token
     self.model = Transformer(transformer_config(config.model, vocab_size, start_tokens=1))
     self.label_smoothing = config.label_smoothing
-    self.max_target_len = config.max_decode_len
 
   def init_params(self, rng, batch):
     return init_transformer(self.model, rng, batch)

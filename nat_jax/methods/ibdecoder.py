@@ -53,7 +53,7 @@ import numpy as np
 
 from nat_jax.decode.interfaces import LeftToRightScorer
 from nat_jax.core.tokens import BOS_ID, EOS_ID, through_first_eos
-from nat_jax.methods import register
+from nat_jax.methods.registry import register
 from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer
 from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, teacher_forced_loss
@@ -205,12 +205,12 @@ class IbDecoderMethod(Method):
   packable = True
 
   def __init__(self, config, vocab_size: int):
+    super().__init__(config, vocab_size)
     self.h, self.c = config.ibdecoder.h, config.ibdecoder.c
     check_layout(self.h, self.c)
     self.slot_multiple = self.h * self.c  # a packed pair keeps its last step's z slots
     self.model = Transformer(transformer_config(config.model, vocab_size, directions=self.h if self.h > 2 else 0))
     self.label_smoothing = config.label_smoothing
-    self.max_target_len = config.max_decode_len
 
   @property
   def tokens_per_step(self) -> int:

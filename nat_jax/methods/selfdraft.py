@@ -34,7 +34,7 @@ from nat_jax.core.tokens import BOS_ID
 from nat_jax.core.rows import row_updates
 from nat_jax.decode.interfaces import LeftToRightScorer, WindowDrafter
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
-from nat_jax.methods import register
+from nat_jax.methods.registry import register
 from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer, autoregressive_inputs, init_transformer
 from nat_jax.models.draft_head import DraftHead, boundary_states
@@ -144,6 +144,7 @@ class SelfDraftMethod(Method):
   feeds_draft_heads = True  # the frozen AT verifier (another selfdraft run's head may draft for it)
 
   def __init__(self, config, vocab_size: int):
+    super().__init__(config, vocab_size)
     section = config.selfdraft
     for key in ('window', 'boundaries'):
       if section[key] < 1:
@@ -157,7 +158,6 @@ class SelfDraftMethod(Method):
     self.model = Transformer(model_cfg)
     self.head = DraftHead(dataclasses.replace(model_cfg, dec_layers=section.head_layers), section.window)
     self.window, self.boundaries = section.window, section.boundaries
-    self.max_target_len = config.max_decode_len
 
   def init_params(self, rng, batch):
     verifier_rng, head_rng = jax.random.split(rng)
