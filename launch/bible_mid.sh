@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The mid-size Bible chain (docs/benchmarks.md §14): the d=256 E6D2 teacher, its greedy distillation,
 # the AT student, DA-Transformer and HRT students of the same size, the DA-Transformer's 5-gram LM, the
-# benchmark over all of them (CTranslate2 rows included) and the AT student's CTranslate2 export.
+# benchmark over all of them (CTranslate2 rows, and the AT student's exact drafted decoding with the
+# DA-Transformer student drafting, included) and the AT student's CTranslate2 export.
 #
 #   launch/bible_mid.sh [RUNS_DIR]        (default: runs; about 7 CPU-hours on 2 cores in all)
 #
@@ -31,6 +32,6 @@ train hrt_bible_mid "$R/hrt_bible_mid" --config.data.distill_dir="$D" --config.i
 [ -f "$R/dat_bible_mid/lm5.arpa" ] || python -m nat_jax.lm --workdir="$R/dat_bible_mid" --order=5
 [ -f "$R/benchmark_mid/results.json" ] || python -m nat_jax.benchmark --out="$R/benchmark_mid" --batch_sizes=1,64 \
     --average=3 --baseline="$R/at_student_bible_mid" \
-    --runs="$R/at_student_bible_mid:greedy+beam+ct2_greedy/threads=1+ct2_greedy/threads=1/quantization=int8,$R/dat_bible_mid:dag_lookahead+dag_beam+dag_beam/lm=$R/dat_bible_mid/lm5.arpa/gamma=1.0,$R/hrt_bible_mid:hrt,$R/at_bible_mid:greedy+beam"
+    --runs="$R/at_student_bible_mid:greedy+beam+ct2_greedy/threads=1+ct2_greedy/threads=1/quantization=int8+drafted/drafter=$R/dat_bible_mid+drafted/drafter=$R/dat_bible_mid/update=redraft,$R/dat_bible_mid:dag_lookahead+dag_beam+dag_beam/lm=$R/dat_bible_mid/lm5.arpa/gamma=1.0,$R/hrt_bible_mid:hrt,$R/at_bible_mid:greedy+beam"
 [ -d "$R/ct2_at_student_bible_mid" ] || python -m nat_jax.export --workdir="$R/at_student_bible_mid" --average=3 \
     --out="$R/ct2_at_student_bible_mid"
