@@ -116,8 +116,8 @@ class Flag:
   high: Optional[float] = None  # ... and at most this
   zero: str = ''                # int / float: 0 is allowed too, and means this ('all', 'off', 'the run's bound')
   choices: tuple[str, ...] = ()  # enum: its values; str / list: what the value (each item) must be one of
-  path: str = ''  # str: 'file' (an existing file), 'dir' (an existing directory), 'new_file' (a file to write),
-                  # 'new_dir' (a directory to write, not a file)
+  path: str = ''  # str: 'file' (an existing file), 'dir' (an existing directory), 'run' (an existing directory,
+                  # a trained run's), 'new_file' (a file to write), 'new_dir' (a directory to write, not a file)
   items: str = ''  # list: 'int' (each item an integer within low..high)
   required: bool = False  # must be given (a list: non-empty)
 
@@ -135,8 +135,9 @@ class Flag:
       return f'comma-separated, each {rule}' if self.kind == 'list' else rule
     if self.choices:
       return ('comma-separated, each one of ' if self.kind == 'list' else 'one of ') + ', '.join(self.choices)
-    return {'file': 'an existing file', 'dir': 'an existing directory', 'new_file': 'a file path in an existing '
-            'directory', 'new_dir': 'a directory path (not a file)'}.get(self.path, '')
+    return {'file': 'an existing file', 'dir': 'an existing directory', 'run': 'the directory of a trained run',
+            'new_file': 'a file path in an existing directory', 'new_dir': 'a directory path (not a file)'
+            }.get(self.path, '')
 
   def problem(self, value) -> Optional[str]:
     """Why `value` breaks the rule (one line naming the flag), or None."""
@@ -175,7 +176,7 @@ def _number(x: float) -> str:
 
 
 def path_problem(name: str, path: str, kind: str) -> Optional[str]:
-  """Why `path` cannot be what flag `name` needs (Flag.path: file, dir, new_file, new_dir), or None."""
+  """Why `path` cannot be what flag `name` needs (Flag.path: file, dir, run, new_file, new_dir), or None."""
   if '\x00' in path:
     return f'--{name}={path!r}: a path cannot hold a NUL character.'
   if kind == 'file':
@@ -183,6 +184,11 @@ def path_problem(name: str, path: str, kind: str) -> Optional[str]:
       return f'--{name}={path}: no such file.'
     if os.path.isdir(path):
       return f'--{name}={path} is a directory; give a file.'
+  elif kind == 'run':
+    if not os.path.isdir(path):
+      return (f'--{name}={path}: no such directory; give the workdir of a trained run. Train first: '
+              f'python -m nat_jax.train --config=configs/at_bible_tiny.py --workdir={path}'
+              if not os.path.exists(path) else f'--{name}={path} is a file; give the workdir of a trained run.')
   elif kind == 'dir':
     if not os.path.isdir(path):
       return f'--{name}={path}: no such directory.' if not os.path.exists(path) else \
@@ -264,7 +270,7 @@ def flags_table() -> str:
 
 # The flags several commands share.
 def workdir_flag(help_text: str = 'Run directory written by nat_jax.train.') -> Flag:
-  return Flag('workdir', 'str', None, help_text, path='dir', required=True)
+  return Flag('workdir', 'str', None, help_text, path='run', required=True)
 
 
 def checkpoint_flag() -> Flag:

@@ -251,7 +251,7 @@ def check_flag(flag: cli.Flag, raw: str):
     assert set(value if isinstance(value, list) else [value]) <= set(flag.choices), (flag.name, raw)
   if flag.path == 'file':
     assert os.path.exists(value) and not os.path.isdir(value), (flag.name, raw)
-  if flag.path == 'dir':
+  if flag.path in ('dir', 'run'):
     assert os.path.isdir(value), (flag.name, raw)
   if flag.path == 'new_file':
     assert not os.path.isdir(value) and os.path.isdir(os.path.dirname(os.path.abspath(value))), (flag.name, raw)
