@@ -359,9 +359,11 @@ def command_line_case(draw, paths: dict[str, str]):
 @pytest.mark.slow
 def test_command_lines(trained_run, hostile_paths, tmp_path_factory):
   """Each drawn command line writes what its command writes and exits 0, or prints one `error:` line
-  and exits 2; never a traceback, never exit 0 without its output."""
-  from tests.test_reliability import assert_one_error_line, run_cli
+  and exits 2; never a traceback, never exit 0 without its output. Each runs in a directory of its own:
+  a drawn relative path (`--out=nan`) is written there, never into the checkout."""
+  from tests.test_reliability import REPO, assert_one_error_line, run_cli
   outcomes = {'done': 0, 'refused': 0}
+  checkout = sorted(os.listdir(REPO))
 
   @fuzz(30)
   @given(command_line_case(hostile_paths))
@@ -370,7 +372,7 @@ def test_command_lines(trained_run, hostile_paths, tmp_path_factory):
     out = str(tmp_path_factory.mktemp('e2e'))
     base, written = end_to_end_cases(trained_run, out)[command]
     args = [a for a in base if not a.startswith(f'--{name}=')] + [f'--{name}={raw}']
-    result = run_cli(f'nat_jax.{command}', *args, stdin=b'', timeout=600)
+    result = run_cli(f'nat_jax.{command}', *args, stdin=b'', timeout=600, cwd=out)
     if result.returncode == 0:
       moved = name == 'out'  # the output went where the drawn --out says
       assert moved or os.path.exists(written), (case, result.stderr.decode()[-2000:])
@@ -381,3 +383,4 @@ def test_command_lines(trained_run, hostile_paths, tmp_path_factory):
   run()
   print(f'command lines: {outcomes}')
   assert outcomes['done'] and outcomes['refused'], outcomes  # both sides of the contract were exercised
+  assert sorted(os.listdir(REPO)) == checkout  # nothing written beside the sources

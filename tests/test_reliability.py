@@ -38,8 +38,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THREE_LINES = b'In the beginning God created the heavens and the earth.\nAnd God said.\nThe end.\n'
 
 
-def run_cli(*args, stdin=THREE_LINES, timeout=300):
-  return subprocess.run([sys.executable, '-m', *args], input=stdin, cwd=REPO, capture_output=True, timeout=timeout)
+def run_cli(*args, stdin=THREE_LINES, timeout=300, cwd=REPO):
+  return subprocess.run([sys.executable, '-m', *args], input=stdin, cwd=cwd, capture_output=True, timeout=timeout)
 
 
 def assert_one_error_line(result):
