@@ -139,6 +139,10 @@ class Flag:
             'new_file': 'a file path in an existing directory', 'new_dir': 'a directory path (not a file)'
             }.get(self.path, '')
 
+  def rule_line(self, rule: str) -> str:
+    """'required; <rule>', 'required', '<rule>' or '': what --help and the flags table say of a value."""
+    return '; '.join((['required'] if self.required else []) + ([rule] if rule else []))
+
   def problem(self, value) -> Optional[str]:
     """Why `value` breaks the rule (one line naming the flag), or None."""
     if value is None or (isinstance(value, (str, list)) and not value):
@@ -212,9 +216,8 @@ _DEFINE = {'int': flags.DEFINE_integer, 'float': flags.DEFINE_float, 'str': flag
 def define_flags(command_flags: Sequence[Flag], flag_values: flags.FlagValues = flags.FLAGS):
   """The absl flags of `command_flags`, each --help line ending with what its value must be."""
   for f in command_flags:
-    rule = '' if f.kind == 'enum' else f.requirement()  # absl's help lists an enum's values itself
-    text = f'{f.help} [{"required; " if f.required else ""}{rule}]' if rule or f.required else f.help
-    text = text.replace('; ]', ']')
+    line = f.rule_line('' if f.kind == 'enum' else f.requirement())  # absl's help lists an enum's values itself
+    text = f'{f.help} [{line}]' if line else f.help
     if f.kind == 'enum':
       flags.DEFINE_enum(f.name, f.default, list(f.choices), text, flag_values=flag_values)
     elif f.kind == 'config':
@@ -260,8 +263,8 @@ def flags_table() -> str:
   rows = ['| command | flag | default | what its value must be |', '|---|---|---|---|']
   for command, command_flags in every_flag().items():
     for f in command_flags:
-      rule = f.requirement() or {'bool': 'true or false', 'config': 'a recipe file or name'}.get(f.kind, 'any text')
-      rule = ('required; ' if f.required else '') + rule
+      rule = f.rule_line(f.requirement() or {'bool': 'true or false', 'config': 'a recipe file or name'
+                                             }.get(f.kind, 'any text'))
       shown = ','.join(f.default) if f.kind == 'list' and f.default else f.default
       default = f'`{shown}`' if shown not in (None, '', []) else ''
       rows.append(f'| {command} | `--{f.name}` | {default} | {rule} |')

@@ -54,8 +54,8 @@ COMMAND_FLAGS = (
     cli.checkpoint_flag(),
     cli.average_flag(),
     cli.Flag('dtype', 'enum', 'float32', 'Inference precision.', choices=tuple(DTYPES)),
-    cli.Flag('http', 'enum', 'auto', "uvicorn's HTTP parser and event loop: auto (httptools and uvloop when "
-             "installed, the 'serve' extra's; else h11 and asyncio), fast (httptools and uvloop, required), or "
+    cli.Flag('http', 'enum', 'auto', "uvicorn's HTTP parser and event loop: auto (httptools and uvloop, installed "
+             'with nat_jax; h11 and asyncio where they are missing), fast (httptools and uvloop, required), or '
              'pure (h11 and asyncio, pure Python).', choices=('auto', 'fast', 'pure')),
 )
 HTTP_STACKS = {'auto': ('auto', 'auto'), 'fast': ('httptools', 'uvloop'), 'pure': ('h11', 'asyncio')}
@@ -88,7 +88,8 @@ def main(argv):
   if FLAGS.http == 'fast':
     for module in ('httptools', 'uvloop'):
       if importlib.util.find_spec(module) is None:
-        raise ConfigError(f'--http=fast needs {module}: pip install "nat_jax[serve]" (or pip install {module}).')
+        raise ConfigError(f'--http=fast needs {module}, a dependency of nat_jax that is missing here: '
+                          f'pip install {module} (or --http=pure).')
   server = uvicorn.Server(uvicorn.Config(service.app, host=FLAGS.host, port=FLAGS.port, log_level='warning',
                                          timeout_graceful_shutdown=int(config.timeout_s) + 1, lifespan='on',
                                          http=http, loop=loop))
