@@ -26,8 +26,8 @@ import time
 
 from absl import flags
 
-from nat_jax import cli
-from nat_jax.config_defaults import base_config
+from nat_jax.commands import cli
+from nat_jax.training.config_defaults import base_config
 from nat_jax.data import load_or_train_tokenizer, load_split
 from nat_jax.errors import ConfigError, log
 from nat_jax.files import atomic_output, write_atomic

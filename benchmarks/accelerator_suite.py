@@ -35,7 +35,7 @@ import time
 
 from absl import flags
 
-from nat_jax import cli
+from nat_jax.commands import cli
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
 

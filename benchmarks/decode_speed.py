@@ -14,13 +14,14 @@ from absl import flags
 import jax
 import jax.numpy as jnp
 
-from nat_jax import cli, decode
+from nat_jax.commands import cli
+from nat_jax import decode
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.decode.beam import add_beam_dim
-from nat_jax.runs import load_run
-from nat_jax.timing import machine, median_timed
-from nat_jax.translation import encode_sources, source_lengths
+from nat_jax.run.workdir import load_run
+from nat_jax.evaluation.timing import machine, median_timed
+from nat_jax.run.translation import encode_sources, source_lengths
 
 flags.DEFINE_string('workdir', None, 'Trained run.')
 flags.DEFINE_list('decoders', ['greedy', 'beam'], 'Decoders.')

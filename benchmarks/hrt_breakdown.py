@@ -15,10 +15,11 @@ from absl import flags
 import jax
 import jax.numpy as jnp
 
-from nat_jax import cli, decode
+from nat_jax.commands import cli
+from nat_jax import decode
 from nat_jax.decode import HybridScorer
-from nat_jax.runs import load_run
-from nat_jax.timing import machine, median_timed
+from nat_jax.run.workdir import load_run
+from nat_jax.evaluation.timing import machine, median_timed
 from benchmarks.decode_speed import first_batch  # also defines --workdir, --batch_sizes, --repeats
 
 FLAGS = flags.FLAGS

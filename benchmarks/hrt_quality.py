@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nat_jax import cli, decode
+from nat_jax.commands import cli
+from nat_jax import decode
 from nat_jax.data import load_split
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode import DecodeOutput, HybridScorer
@@ -27,10 +28,10 @@ from nat_jax.decode.greedy import greedy_search
 from nat_jax.decode.hrt import fill_chunks
 from nat_jax.core.tokens import through_first_eos
 from nat_jax.methods.hrt import chunk_samples
-from nat_jax.runs import load_run
-from nat_jax.scoring import score_translations
-from nat_jax.timing import machine
-from nat_jax.translation import translate_texts
+from nat_jax.run.workdir import load_run
+from nat_jax.evaluation.scoring import score_translations
+from nat_jax.evaluation.timing import machine
+from nat_jax.run.translation import translate_texts
 
 flags.DEFINE_string('workdir', None, 'An HRT run.')
 flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')

@@ -23,7 +23,8 @@ import json  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from nat_jax import cli  # noqa: E402
+from nat_jax.commands import cli  # noqa: E402
+from nat_jax.training import recipes
 from nat_jax.errors import ConfigError  # noqa: E402
 from nat_jax.files import write_atomic  # noqa: E402
 
@@ -45,7 +46,7 @@ def result_path(recipe: str, target: str) -> str:
 
 def run_one(recipe: str, target_name: str) -> dict:
   from nat_jax.aot import report, targets
-  config = cli.load_recipe(cli.recipe_path(recipe))
+  config = recipes.load_recipe(recipes.recipe_path(recipe))
   target = targets.get_target(target_name)
   report.progress(f'== {recipe} on {target.describe()}')
   reports, fit = [], None
@@ -84,7 +85,7 @@ def main(argv):
     raise ConfigError('--out=<directory> is required.')
   os.makedirs(FLAGS.out, exist_ok=True)
   for recipe in FLAGS.recipes:
-    if cli.recipe_path(recipe) is None:
+    if recipes.recipe_path(recipe) is None:
       raise ConfigError(f'--recipes: no recipe {recipe!r} in configs/.')
   for target in FLAGS.targets:  # target-major: every recipe on the first target first
     for recipe in FLAGS.recipes:

@@ -31,11 +31,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks import sized_models
-from nat_jax import cli, decode
+from nat_jax.commands import cli
+from nat_jax import decode
 from nat_jax.core.reduce import argmax
 from nat_jax.decode.interfaces import LeftToRightScorer
 from nat_jax.errors import ConfigError
-from nat_jax.timing import alternated, machine
+from nat_jax.evaluation.timing import alternated, machine
 
 flags.DEFINE_list('sizes', ['128', '256', '512'], 'd_model of each size (benchmarks.sized_models.SIZES).')
 flags.DEFINE_list('positions', ['1', '4', '8'], 'Positions per call (1: a greedy step).')

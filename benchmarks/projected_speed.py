@@ -27,7 +27,7 @@ import json  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from nat_jax import cli  # noqa: E402
+from nat_jax.commands import cli  # noqa: E402
 from nat_jax.errors import ConfigError  # noqa: E402
 from nat_jax.files import write_atomic  # noqa: E402
 

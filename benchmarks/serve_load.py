@@ -33,12 +33,12 @@ from absl import flags
 import httpx
 import numpy as np
 
-from nat_jax import cli
+from nat_jax.commands import cli
 from nat_jax.data import load_split
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
-from nat_jax.timing import machine
-from nat_jax.translator import Translator
+from nat_jax.evaluation.timing import machine
+from nat_jax.run.translator import Translator
 
 flags.DEFINE_list('runs', None, 'run_dir:decoder entries, e.g. runs/at_bible_tiny:greedy.')
 flags.DEFINE_list('clients', ['1', '8', '32', '128'], 'Concurrent client counts.')
@@ -101,7 +101,7 @@ def row_step_use(translator: Translator, sentences: list[str], rows: int = 64) -
   stages (nat_jax.decode.loop: 64 rows, then 16 once no more are live, then 4). What continuous batching
   (refilling finished rows from the queue) could win is at most spent / needed, in row-steps."""
   from nat_jax.decode.loop import MIN_ROWS, SHRINK
-  from nat_jax.translation import encode_sources, source_lengths
+  from nat_jax.run.translation import encode_sources, source_lengths
   from nat_jax.data import inference_batches
   out = translator.translate_with_stats(sentences, batch_size=rows)
   if 'steps' not in out[0].stats:

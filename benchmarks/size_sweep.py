@@ -49,14 +49,16 @@ import numpy as np
 
 from benchmarks.sized_models import (SIZES, VOCAB, corrupt, decoder_fn, random_params, sized_method, source_batch,
                                      steps_of)
-from nat_jax import cli, decode
+from nat_jax.commands import cli
+from nat_jax.training import recipes
+from nat_jax import decode
 from nat_jax.data import load_or_train_tokenizer, load_split
 from nat_jax.data.tokenizer import TOKENIZER_FILE
 from nat_jax.decode.interfaces import LeftToRightScorer
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
-from nat_jax.timing import alternated, machine, timed
-from nat_jax.translation import encode_sources
+from nat_jax.evaluation.timing import alternated, machine, timed
+from nat_jax.run.translation import encode_sources
 
 flags.DEFINE_list('sizes', ['128', '256', '512'], 'd_model of each size (keys of SIZES).')
 flags.DEFINE_list('batch_sizes', ['1', '64'], 'Sentences per call.')
@@ -93,7 +95,7 @@ CT2_ROWS = [(q, t) for q in ('float32', 'int8') for t in (1, 0)]  # threads 0: e
 
 def ct2_fn(method, config, params, tokenizer, quantization: str, threads: int, out_len: int, scratch: str):
   """fn(params, src, draft) -> DecodeOutput of the AT exported to CTranslate2 (`threads` 0: every core)."""
-  from nat_jax.ct2 import ct2_decode_fn, export_ctranslate2
+  from nat_jax.deploy.ct2 import ct2_decode_fn, export_ctranslate2
   model_dir = os.path.join(scratch, f'ct2_{config.model.d_model}_{quantization}')
   if not os.path.isdir(model_dir):
     run = types.SimpleNamespace(config=config, method=method, params=params, tokenizer=tokenizer, meta=[])
@@ -169,7 +171,7 @@ def main(_):
   unknown = [s for s in sizes if s not in SIZES]
   if unknown:
     raise ConfigError(f'--sizes: no shapes for {unknown}; known: {sorted(SIZES)}.')
-  data_cfg = cli.load_recipe(cli.recipe_path('at_bible_tiny')).data
+  data_cfg = recipes.load_recipe(recipes.recipe_path('at_bible_tiny')).data
   with tempfile.TemporaryDirectory() as scratch:
     if FLAGS.tokenizer:
       tokenizer = load_or_train_tokenizer(FLAGS.tokenizer, (), VOCAB)

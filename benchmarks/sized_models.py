@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nat_jax import cli, decode
+from nat_jax.training import recipes
+from nat_jax import decode
 from nat_jax.core.tokens import EOS_ID, MASK_ID
 from nat_jax.decode.drafted import drafted_decode
 from nat_jax.decode.interfaces import LeftToRightScorer
@@ -30,7 +31,7 @@ LENGTH_FREE = {'dag_lookahead'}  # decoders whose cost is set by the source, not
 
 def sized_method(recipe: str, size: int):
   """The recipe's method at `size` (SIZES' shapes, VOCAB pieces, no dropout)."""
-  config = cli.load_recipe(cli.recipe_path(recipe))
+  config = recipes.load_recipe(recipes.recipe_path(recipe))
   config.model.update(dropout=0.0, **SIZES[size])
   config.vocab_size = VOCAB
   config.init_from = ''

@@ -28,7 +28,8 @@ from typing import Optional
 import numpy as np
 from absl import flags
 
-from nat_jax import cli
+from nat_jax.commands import cli
+from nat_jax.training import recipes
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
 
@@ -81,8 +82,8 @@ def concrete(tree, seed: int):
 
 def time_calls(fn, args, repeats: int) -> dict:
   """Compile seconds, then median / p10 / p90 milliseconds of `repeats` host-dispatched calls
-  (nat_jax.timing.timed: every output ready) after 3 warm-up calls."""
-  from nat_jax.timing import timed
+  (nat_jax.evaluation.timing.timed: every output ready) after 3 warm-up calls."""
+  from nat_jax.evaluation.timing import timed
   out, compile_s = timed(lambda: fn(*args))
   for _ in range(3):
     timed(lambda: fn(*args))
@@ -96,7 +97,7 @@ def recipe_units(recipe: str, units: set, target, batches: list[int], width: int
   whole decoders in `LOOPS`."""
   from nat_jax.aot import programs
   from nat_jax.aot.programs import unit_label
-  config = cli.load_recipe(cli.recipe_path(recipe))
+  config = recipes.load_recipe(recipes.recipe_path(recipe))
   setup = programs.make_setup(config, target, inference_dtype='bfloat16')
   params = concrete(setup.params, seed)
   todo = []

@@ -8,7 +8,7 @@ Needs tfds' wmt14_translate/de-en prepared once (network) as array_record in dat
 Reported (raw data): DA-Transformer lookahead 26.57 BLEU at 13.9x AT-beam speed.
 Then: configs/fadat_wmt14_ende.py.
 """
-from nat_jax.config_defaults import base_config
+from nat_jax.training.config_defaults import base_config
 from nat_jax.methods import dag
 
 

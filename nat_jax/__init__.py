@@ -11,6 +11,6 @@ def __getattr__(name):
   """`from nat_jax import Translator` (the public Python API), imported on first use so that
   `import nat_jax` stays light."""
   if name in ('Translator', 'Translation'):
-    from nat_jax import translator
+    from nat_jax.run import translator
     return getattr(translator, name)
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

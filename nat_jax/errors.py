@@ -2,7 +2,7 @@
 
 Imports nothing from nat_jax, so any module may use it. Every command line turns a `NatJaxError`
 (and an OSError such as a full disk or a read-only directory) into one line
-`error: <what is wrong and what to do>` on stderr and exit status 2 (`nat_jax.cli.run_command`).
+`error: <what is wrong and what to do>` on stderr and exit status 2 (`nat_jax.commands.cli.run_command`).
 Warnings go through `log` to stderr, never to stdout, where translations are written: the
 command lines call `setup_logging()` (lines `warning: ...`); a library user without logging set up
 still sees warnings on stderr (Python's last-resort handler).

@@ -21,7 +21,7 @@ from nat_jax.core.tokens import BOS_ID  # noqa: E402
 from nat_jax.decode import dag as dag_decode  # noqa: E402
 from nat_jax.methods import dag, get_method  # noqa: E402
 
-from nat_jax.config_defaults import base_config  # noqa: E402
+from nat_jax.training.config_defaults import base_config  # noqa: E402
 from nat_jax.methods import DEFAULTS  # noqa: E402
 from nat_jax.data.bible import DB_PATH  # noqa: E402
 
@@ -132,9 +132,9 @@ def random_model(corpus, vocab_size: int, seed: int = 3, logit_scale: float = 4.
 @pytest.fixture(scope='session')
 def trained_run(tmp_path_factory, corpus, compile_cache) -> str:
   """Workdir of a tiny model trained for 8 steps (checkpoints at 2, 4, 6, 8)."""
-  from nat_jax import train
+  from nat_jax.training.loop import train_and_evaluate
   workdir = str(tmp_path_factory.mktemp('trained_run'))
-  train.train_and_evaluate(tiny_config(corpus, compile_cache), workdir)
+  train_and_evaluate(tiny_config(corpus, compile_cache), workdir)
   return workdir
 
 

@@ -206,11 +206,11 @@ def test_cost_analysis_counts_a_loop_body_once():
 
 def test_projection_plans_name_real_units_and_claims():
   """Every plan names recipes in configs/ and units nat_jax.aot.programs builds; every claim pairs two plans."""
-  from nat_jax import cli
+  from nat_jax.training import recipes
   labels = {'encode', 'step', 'pass3', 'pass4', 'pass8', 'beam4 step', 'fill', 'fill(5 lengths)', 'encode+length',
             'draft head'}
   for recipe, units in roofline.recipes_needed().items():
-    assert cli.recipe_path(recipe) is not None, recipe
+    assert recipes.recipe_path(recipe) is not None, recipe
     assert all(u in labels or u.startswith('decode ') and u[7:] in decode.DECODERS for u in units), units
   for plan, base, claimed, _ in roofline.CLAIMS:
     assert plan in roofline.PLANS and base in roofline.PLANS and claimed > 1
@@ -256,8 +256,8 @@ def test_decoding_on_four_devices_equals_one(everything):
 def test_translation_splits_rows_over_the_run_mesh(trained_run):
   """translate_texts hands the decoder a batch whose rows lie over the run's mesh (one device here: the
   batch as it was) and the same translations whatever the mesh."""
-  from nat_jax.runs import load_run
-  from nat_jax.translation import translate_texts
+  from nat_jax.run.workdir import load_run
+  from nat_jax.run.translation import translate_texts
   run = load_run(trained_run)
   assert run.mesh is not None and run.mesh.size == jax.device_count()
   fn, _ = decode.build_decoder(run.method, 'greedy', {})
@@ -276,7 +276,7 @@ def test_translation_splits_rows_over_the_run_mesh(trained_run):
 def test_a_mesh_axis_that_does_not_divide_a_dimension_leaves_it_whole():
   from types import SimpleNamespace
   from jax.sharding import PartitionSpec as P
-  from nat_jax.sharding import fit_spec
+  from nat_jax.run.sharding import fit_spec
   mesh = SimpleNamespace(shape={'data': 4, 'model': 2})
   assert fit_spec(P('model', None), (8000, 512), mesh) == P('model', None)
   assert fit_spec(P('model', None), (7999, 512), mesh) == P(None, None)

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from nat_jax import benchmark, decode
-from nat_jax.runs import load_run
-from nat_jax.scoring import ngram_match_shares
-from nat_jax.translation import translate_texts
+from nat_jax.evaluation import benchmark
+from nat_jax import decode
+from nat_jax.run.workdir import load_run
+from nat_jax.evaluation.scoring import ngram_match_shares
+from nat_jax.run.translation import translate_texts
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

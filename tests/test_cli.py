@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 from nat_jax import decode
-from nat_jax.runs import load_run
-from nat_jax.translation import translate_texts
+from nat_jax.run.workdir import load_run
+from nat_jax.run.translation import translate_texts
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -41,10 +41,9 @@ def docstring_commands(name: str) -> list[tuple[str, list[str]]]:
 
 
 def defined_flags(module: str) -> set[str]:
-  """The flags nat_jax.<module> defines (its COMMAND_FLAGS, in a fresh process)."""
-  code = (f'import importlib; from absl import flags; from nat_jax import cli; '
-          f'm = importlib.import_module("nat_jax.{module}"); '
-          f'm = m if hasattr(m, "COMMAND_FLAGS") else importlib.import_module("nat_jax.{module}.__main__"); '
+  """The flags nat_jax.commands.<module> defines (its COMMAND_FLAGS, in a fresh process)."""
+  code = (f'import importlib; from absl import flags; from nat_jax.commands import cli; '
+          f'm = importlib.import_module("nat_jax.commands.{module}"); '
           'cli.define_flags(m.COMMAND_FLAGS); '
           'print(" ".join(f for f in flags.FLAGS '
           'if (flags.FLAGS.find_module_defining_flag(f) or "").startswith("nat_jax") or f == "config"))')
@@ -56,7 +55,7 @@ def defined_flags(module: str) -> set[str]:
 def test_recipe_docstring_commands_use_real_flags():
   """Every command a recipe's docstring tells the reader to run names flags its command defines,
   `--config.<key>` keys the recipe has and `--decoder.<opt>` options its decoder has."""
-  from nat_jax.cli import _flat_keys
+  from nat_jax.commands.cli import _flat_keys
   from nat_jax.decode import DECODERS
   commands = {name: docstring_commands(name) for name in RECIPES}
   flags_of = {module: defined_flags(module) for module in {m for cs in commands.values() for m, _ in cs}}

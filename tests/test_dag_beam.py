@@ -118,16 +118,17 @@ def test_exhaustive_beam_with_an_lm_finds_the_best_output_by_enumeration(search)
   from <s> on (the plain-Python backoff rule here); an exhaustive beam with a pool as large as all
   extensions finds the K best outputs."""
   from nat_jax.decode import ngram_lm
+  from nat_jax.decode import arpa
   vocab, alpha, gamma = 4, 1.1, 0.7
   names = {0: 'p', 1: '</s>', 2: '<s>', 3: '<unk>'}
   rng = np.random.default_rng(0)
-  model = ngram_lm.estimate([[('p', 'q')[i] for i in rng.integers(0, 2, rng.integers(1, 5))] for _ in range(30)]
+  model = arpa.estimate([[('p', 'q')[i] for i in rng.integers(0, 2, rng.integers(1, 5))] for _ in range(30)]
                             + [['p', 'p', 'p']] * 5, 3)  # 'q' is no token here: <unk> ids 3 stay unseen
   tables = ngram_lm.build_tables(model, {w: i for i, w in names.items()}, vocab)
 
   def lm(out):
     words = ['<s>'] + [names[t] for t in out]
-    return sum(ngram_lm.logprob(model, words[max(0, i - 2):i], words[i]) for i in range(1, len(words)))
+    return sum(arpa.logprob(model, words[max(0, i - 2):i], words[i]) for i in range(1, len(words)))
 
   log_trans, log_probs, lengths = graphs(5, [6, 5, 4], size=6, vocab=vocab)
   log_probs = log_probs.at[:, :, 2].set(-30.0)  # BOS (the LM's <s>) is never a good output token
@@ -150,12 +151,12 @@ def test_exhaustive_beam_with_an_lm_finds_the_best_output_by_enumeration(search)
 def test_host_and_device_searches_agree_on_larger_graphs(with_lm):
   """The two searches are two implementations of one search: on graphs too large to enumerate, with
   beams far smaller than the prefixes, they keep the same K finished outputs with the same scores."""
-  from nat_jax.decode import ngram_lm
+  from nat_jax.decode import arpa, ngram_lm
   vocab, lm, gamma = 12, None, 0.0
   if with_lm:
     names = {i: f'w{i}' for i in range(vocab)} | {1: '</s>', 2: '<s>', 3: '<unk>'}
     rng = np.random.default_rng(1)
-    model = ngram_lm.estimate([[f'w{i}' for i in rng.integers(4, vocab, rng.integers(1, 9))] for _ in range(60)], 3)
+    model = arpa.estimate([[f'w{i}' for i in rng.integers(4, vocab, rng.integers(1, 9))] for _ in range(60)], 3)
     lm, gamma = ngram_lm.build_tables(model, {w: i for i, w in names.items()}, vocab), 0.8
   log_trans, log_probs, lengths = graphs(7, [24, 17, 9, 3, 2, 1], size=24, vocab=vocab)
   kwargs = dict(beam_size=4, top_cand=3, alpha=1.1, beta=1.0, lm=lm, gamma=gamma, lm_pool=2)

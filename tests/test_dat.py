@@ -14,7 +14,9 @@ import numpy as np
 import optax
 import pytest
 
-from nat_jax import dagviz, decode, train
+from nat_jax.viz import dag as dag_pictures
+from nat_jax.training.loop import train_and_evaluate
+from nat_jax import decode
 from nat_jax.data.tokenizer import BOS_ID, EOS_ID
 from nat_jax.errors import ConfigError
 from nat_jax.core.graph import vertex_chunk_count
@@ -23,8 +25,8 @@ from nat_jax.methods import dag, get_method
 from nat_jax.methods.dag import glance_inputs, glance_ratio
 from nat_jax.models.dag_transformer import TransitionHead, vertex_end_tokens
 from nat_jax.core.masks import NEG_INF
-from nat_jax.runs import load_run
-from nat_jax.translation import translate_texts
+from nat_jax.run.workdir import load_run
+from nat_jax.run.translation import translate_texts
 from tests.conftest import (dag_greedy_path, dag_lookahead_path, dat_config, reference_text_tokens, tensorboard_scalars,
                             tiny_config)
 
@@ -311,7 +313,7 @@ DAT_RUN = {'model.method': 'dat', 'dat.upsample_scale': 2.0, 'eval_decoder': 'da
 def dat_run(tmp_path_factory, corpus, compile_cache) -> str:
   """A tiny DA-Transformer trained for 2 updates (NLL with glancing), logging every update."""
   workdir = str(tmp_path_factory.mktemp('dat_nll'))
-  train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=2, eval_every=2, log_every=1, **DAT_RUN),
+  train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=2, eval_every=2, log_every=1, **DAT_RUN),
                            workdir)
   return workdir
 
@@ -319,7 +321,7 @@ def dat_run(tmp_path_factory, corpus, compile_cache) -> str:
 def test_fadat_fine_tuning_starts_from_the_nll_run(tmp_path, corpus, compile_cache, dat_run):
   nll_dir, ft_dir, dat = dat_run, str(tmp_path / 'fadat'), DAT_RUN
   # learning rate 0: the fine-tuned run must end with exactly the NLL run's parameters.
-  train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=2, eval_every=2, learning_rate=0.0,
+  train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=2, eval_every=2, learning_rate=0.0,
                                        init_from=nll_dir, **{'dat.loss': 'fuzzy', **dat}), ft_dir)
   want, got = load_run(nll_dir).params, load_run(ft_dir).params
   for a, b in zip(jax.tree_util.tree_leaves(want), jax.tree_util.tree_leaves(got)):
@@ -332,8 +334,8 @@ def test_fadat_fine_tuning_starts_from_the_nll_run(tmp_path, corpus, compile_cac
     hyps, _ = translate_texts(run, ['In the beginning', '', 'God said'], fn, 4)
     assert len(hyps) == 3 and hyps[1] == ''
   # A model of another size cannot start from it.
-  with pytest.raises(train.ConfigError, match='do not fit this model'):
-    train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=1, init_from=nll_dir,
+  with pytest.raises(ConfigError, match='do not fit this model'):
+    train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=1, init_from=nll_dir,
                                          **{'model.d_model': 48, **dat}), str(tmp_path / 'bad'))
 
 
@@ -358,7 +360,7 @@ def test_dagviz_draws_each_decoders_path(dat_run, tmp_path):
   assert (tmp_path / 'graph.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   page = (tmp_path / 'graph.html').read_text()
   run = load_run(dat_run)
-  pic = dagviz.dag_picture(run, text, list(DAG_PATHS), edges=1)
+  pic = dag_pictures.dag_picture(run, text, list(DAG_PATHS), edges=1)
   size = len(pic.top)
   strongest = {i: j for i, j, _ in pic.edges}
   for name, path in pic.paths.items():
@@ -431,13 +433,13 @@ def test_lm_of_the_training_targets_drives_dag_beam(dat_run, tmp_path):
   """`python -m nat_jax.lm` writes an ARPA model of the run's training targets in its pieces;
   dag_beam reads it (--decoder.lm): with gamma 0 its output is dag_beam's without an LM, the host and
   device searches agree with it, and a missing file is a ConfigError naming the command that makes one."""
-  from nat_jax.decode import ngram_lm
+  from nat_jax.decode import arpa
   out = str(tmp_path / 'lm3.arpa')
   result = subprocess.run([sys.executable, '-m', 'nat_jax.lm', f'--workdir={dat_run}', '--order=3', f'--out={out}'],
                           capture_output=True, text=True, cwd=REPO, timeout=600)
   assert result.returncode == 0, result.stderr[-2000:]
   assert '3-gram LM of 600 training targets' in result.stdout
-  model = ngram_lm.read_arpa(out)
+  model = arpa.read_arpa(out)
   run = load_run(dat_run)
   pieces = run.tokenizer.word_ids()
   assert {g[0] for g in model if len(g) == 1} <= set(pieces)

@@ -98,7 +98,7 @@ def test_inference_pads_sources_at_most_7_tokens_past_the_longest():
   width 32, so a DA-Transformer graph (lambda x width) is within 7 x lambda of lambda x the real length."""
   from types import SimpleNamespace
   from nat_jax.decode.interfaces import DecodeOutput
-  from nat_jax.translation import source_lengths, translate_texts
+  from nat_jax.run.translation import source_lengths, translate_texts
 
   class WordTokenizer:
     eos_id = 1

@@ -11,12 +11,15 @@ import time
 import numpy as np
 import pytest
 
-from nat_jax import decode, train
+from nat_jax import decode
+from nat_jax.training.loop import training_batches
+from nat_jax.errors import ConfigError
 from nat_jax.data import TrainBatches, load_split
 from nat_jax.data.sources import DataError, DataNotFoundError
-from nat_jax.distill import DistillError, distill
-from nat_jax.runs import load_run
-from nat_jax.translation import translate_texts
+from nat_jax.errors import DistillError
+from nat_jax.training.distill import distill
+from nat_jax.run.workdir import load_run
+from nat_jax.run.translation import translate_texts
 from tests.conftest import tiny_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -152,7 +155,7 @@ def test_training_reads_teacher_targets_and_rejects_other_data(distilled, corpus
   examples = load_split(run.config.data, 'train')
   config = tiny_config(corpus, **{'data.distill_dir': out, 'max_len': 128})  # the 8-step teacher babbles
   rows = read_tsv(os.path.join(out, 'train.tsv'))
-  batches, described = train.training_batches(config, examples[:40], run.tokenizer, [(64, 128)])
+  batches, described = training_batches(config, examples[:40], run.tokenizer, [(64, 128)])
   assert 'teacher targets' in described, described
   teacher = {tuple(run.tokenizer.encode(r[0]) + [1]): run.tokenizer.encode(r[1] or r[2]) + [1] for r in rows}
   seen = 0
@@ -164,14 +167,14 @@ def test_training_reads_teacher_targets_and_rejects_other_data(distilled, corpus
         seen += 1
   assert seen == 3 * 40, described
   with pytest.raises(DataError, match=r'40 lines but the train split has 600 examples \(it was made with --limit=40\)'):
-    train.training_batches(config, examples, run.tokenizer, [(64, 128)])
+    training_batches(config, examples, run.tokenizer, [(64, 128)])
   edited = examples[:40]
   edited[12] = type(edited[12])('An edited source line.', edited[12].references)
   with pytest.raises(DataError, match=r'train.tsv:13: its source'):
-    train.training_batches(config, edited, run.tokenizer, [(64, 128)])
+    training_batches(config, edited, run.tokenizer, [(64, 128)])
   config.data.distill_dir = str(tmp_path)
   with pytest.raises(DataNotFoundError, match='holds no finished distillation'):
-    train.training_batches(config, examples[:40], run.tokenizer, [(64, 128)])
+    training_batches(config, examples[:40], run.tokenizer, [(64, 128)])
   config.data.distill_dir, config.data.raw_prob = '', 0.3
-  with pytest.raises(train.ConfigError, match='data.distill_dir is empty'):
-    train.training_batches(config, examples[:40], run.tokenizer, [(64, 128)])
+  with pytest.raises(ConfigError, match='data.distill_dir is empty'):
+    training_batches(config, examples[:40], run.tokenizer, [(64, 128)])

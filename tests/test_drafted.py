@@ -18,8 +18,8 @@ from nat_jax.decode import LeftToRightScorer
 from nat_jax.decode.drafted import drafted_decode, parse_drafter
 from nat_jax.decode.greedy import greedy_decode
 from nat_jax.errors import ConfigError
-from nat_jax.runs import load_run
-from nat_jax.translation import translate_texts
+from nat_jax.run.workdir import load_run
+from nat_jax.run.translation import translate_texts
 from tests.conftest import markov, random_model
 
 EOS, BOS = 1, 2

@@ -21,12 +21,13 @@ import sentencepiece as spm
 
 ctranslate2 = pytest.importorskip('ctranslate2')
 
-from nat_jax import ct2, decode  # noqa: E402
+from nat_jax import decode  # noqa: E402
+from nat_jax.deploy import ct2  # noqa: E402
 from nat_jax.core.tokens import EOS_ID, decode_length_bound  # noqa: E402
 from nat_jax.data import inference_batches  # noqa: E402
 from nat_jax.errors import ConfigError  # noqa: E402
-from nat_jax.runs import Run, load_run  # noqa: E402
-from nat_jax.translation import encode_sources, source_lengths, translate_texts  # noqa: E402
+from nat_jax.run.workdir import Run, load_run  # noqa: E402
+from nat_jax.run.translation import encode_sources, source_lengths, translate_texts  # noqa: E402
 
 from conftest import random_model, tiny_config  # noqa: E402
 

@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from nat_jax.dagviz import DagPicture, DecoderPath, write_png
-from nat_jax.decode import ngram_lm
+from nat_jax.viz.dag import DagPicture, DecoderPath, write_png
+from nat_jax.decode import arpa
 from nat_jax.errors import DataError, ResourceBusy
 from nat_jax.files import atomic_output, exclusive, write_atomic
 
@@ -35,7 +35,7 @@ def is_char_device(path: str) -> bool:
 
 
 def arpa_model():
-  return ngram_lm.estimate([['a', 'b'], ['b', 'a', 'b']], 2)
+  return arpa.estimate([['a', 'b'], ['b', 'a', 'b']], 2)
 
 
 def picture() -> DagPicture:
@@ -48,7 +48,7 @@ WRITERS = [
     ('text', lambda path: write_atomic(path, 'new\n')),
     ('json', lambda path: write_atomic(path, json.dumps({'k': 1}))),
     ('bytes', lambda path: write_atomic(path, b'\x00\x01' * 1000)),
-    ('arpa', lambda path: ngram_lm.write_arpa(arpa_model(), path)),
+    ('arpa', lambda path: arpa.write_arpa(arpa_model(), path)),
     ('png', lambda path: write_png(picture(), path)),
 ]
 
@@ -169,11 +169,11 @@ def test_an_arpa_file_with_impossible_values_is_refused(tmp_path, line, problem)
   path = tmp_path / 'lm.arpa'
   path.write_text(f'\\data\\\nngram 1=3\n\n\\1-grams:\n-1.0\t<unk>\n-1.0\t</s>\n{line}\n\n\\end\\\n')
   with pytest.raises(DataError, match=f'{path}:7: {problem}'):
-    ngram_lm.read_arpa(str(path))
+    arpa.read_arpa(str(path))
 
 
 def test_an_arpa_header_that_is_not_a_count_is_refused(tmp_path):
   path = tmp_path / 'lm.arpa'
   path.write_text('\\data\\\nngram x=3\n')
   with pytest.raises(DataError, match=r"lm.arpa:2: 'x' in a header line is not a whole number"):
-    ngram_lm.read_arpa(str(path))
+    arpa.read_arpa(str(path))

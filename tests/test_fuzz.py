@@ -11,7 +11,7 @@ default run draws 200 random cases of each kind; `python -m pytest -m slow tests
 2,000 of each and runs drawn command lines end to end (a process each: one output line per input
 line, or one `error:` line with exit 2, never a traceback). The command lines run the same checks
 before any work (`cli.check_flags`, `--decoder.<opt>` through `decode.parse_options` /
-`check_decoder`, `--config.<key>` through `train.validate_config`); the probe's cases are in
+`check_decoder`, `--config.<key>` through `validate_config`); the probe's cases are in
 tests/test_hostile_input.py and tests/test_reliability.py.
 """
 import math
@@ -21,7 +21,9 @@ from absl import flags
 from hypothesis import HealthCheck, given, settings, strategies as st
 import pytest
 
-from nat_jax import cli, decode, train
+from nat_jax.commands import cli
+from nat_jax.training.config import check_fits, device_memory_bytes, fit_bytes, validate_config
+from nat_jax import decode
 from nat_jax.decode.registry import DECODERS, MAX_BLOCK, MAX_HYPOTHESES
 from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
@@ -123,8 +125,8 @@ def setting(draw):
 def check_setting(key: str, value):
   config = tiny_config(NO_DATA, **{key: value})
   try:
-    train.validate_config(config)
-    train.check_fits(config)
+    validate_config(config)
+    check_fits(config)
   except ConfigError as e:
     assert str(e) and '\n' not in str(e), repr(e)
     return
@@ -132,7 +134,7 @@ def check_setting(key: str, value):
     assert math.isfinite(value) and value >= 0, (key, value)
   else:
     assert value >= 0, (key, value)
-  assert sum(train.fit_bytes(config)) <= train.device_memory_bytes()
+  assert sum(fit_bytes(config)) <= device_memory_bytes()
 
 
 @fuzz(FAST)
@@ -153,7 +155,7 @@ def test_the_values_the_probe_found_are_refused():
   for key, value in (('learning_rate', 1e30), ('label_smoothing', 2.0), ('weight_decay', math.nan),
                      ('model.dropout', 1.5), ('clip_norm', -1.0), ('adam_b1', 2.0), ('model.d_model', 0)):
     with pytest.raises(ConfigError):
-      train.validate_config(tiny_config(NO_DATA, **{key: value}))
+      validate_config(tiny_config(NO_DATA, **{key: value}))
   for name, key, raw in (('dag_beam', 'top_cand', '0'), ('dag_beam', 'gamma', 'nan'), ('beam', 'beam_size', '100000'),
                          ('drafted', 'block', '100000'), ('hrt', 'b_at', '100000')):
     with pytest.raises(ConfigError):
@@ -293,7 +295,7 @@ def test_the_documented_table_is_current():
   doc = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'docs', 'reliability.md')
   with open(doc, encoding='utf-8') as f:
     assert cli.flags_table() in f.read(), ('out of date; regenerate it with: '
-                                           'python -c "from nat_jax import cli; print(cli.flags_table())"')
+                                           'python -c "from nat_jax.commands import cli; print(cli.flags_table())"')
 
 
 def test_help_states_every_rule():

@@ -16,16 +16,20 @@ import jax
 import numpy as np
 import pytest
 
-from nat_jax import checkpoint, decode, train
+from nat_jax.run import checkpoint
+from nat_jax import decode
+from nat_jax.training.bookkeeping import LOCK_FILE
+from nat_jax.training.config import check_fits, estimated_parameters, fit_bytes
+from nat_jax.training.loop import TrainLoop, check_finite_loss, train_and_evaluate
 from nat_jax.core.tokens import WIDTH_STEP, decode_length_bound
 from nat_jax.data.tokenizer import one_line
 from nat_jax.errors import CheckpointError, ConfigError, ResourceBusy, TrainingError
 from nat_jax.files import exclusive
 from nat_jax.methods import get_method
-from nat_jax.runs import load_run, read_run_config
-from nat_jax.sharding import make_mesh
-from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
-from nat_jax.translation import encode_sources, translate_texts
+from nat_jax.run.workdir import load_run, read_run_config
+from nat_jax.run.sharding import make_mesh
+from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
+from nat_jax.run.translation import encode_sources, translate_texts
 from tests.conftest import tiny_config
 from tests.test_files import device  # a device node of its own in tmp_path, never the machine's /dev/full
 from tests.test_reliability import REPO, THREE_LINES, assert_one_error_line, copy_run, run_cli
@@ -101,7 +105,7 @@ def test_training_into_a_run_of_another_model_is_refused_before_any_work(trained
   workdir = copy_run(trained_run, tmp_path)
   before = listing(workdir)
   with pytest.raises(ConfigError) as e:
-    train.train_and_evaluate(tiny_config(corpus, **overrides), workdir)
+    train_and_evaluate(tiny_config(corpus, **overrides), workdir)
   assert 'holds a trained run of another model' in str(e.value) and differs in str(e.value)
   assert listing(workdir) == before  # config, results and checkpoints untouched, nothing set aside
 
@@ -109,10 +113,10 @@ def test_training_into_a_run_of_another_model_is_refused_before_any_work(trained
 def test_a_second_training_in_the_same_workdir_is_refused(tmp_path, corpus):
   workdir = tmp_path / 'w'
   workdir.mkdir()
-  with exclusive(str(workdir / train.LOCK_FILE), 'x', 'a training'):  # what a running training holds
+  with exclusive(str(workdir / LOCK_FILE), 'x', 'a training'):  # what a running training holds
     with pytest.raises(ResourceBusy, match=f'--workdir={workdir} is in use: a training is running there'):
-      train.train_and_evaluate(tiny_config(corpus), str(workdir))
-  assert sorted(os.listdir(workdir)) == [train.LOCK_FILE]
+      train_and_evaluate(tiny_config(corpus), str(workdir))
+  assert sorted(os.listdir(workdir)) == [LOCK_FILE]
 
 
 @pytest.mark.parametrize('overrides,message', [
@@ -131,7 +135,7 @@ def test_a_second_training_in_the_same_workdir_is_refused(tmp_path, corpus):
 def test_out_of_range_settings_are_refused_before_any_work(tmp_path, corpus, overrides, message):
   workdir = tmp_path / 'w'
   with pytest.raises(ConfigError) as e:
-    train.train_and_evaluate(tiny_config(corpus, **overrides), str(workdir))
+    train_and_evaluate(tiny_config(corpus, **overrides), str(workdir))
   assert message in str(e.value) and not workdir.exists()
 
 
@@ -142,33 +146,33 @@ def test_out_of_range_settings_are_refused_before_any_work(tmp_path, corpus, ove
 ])
 def test_what_cannot_fit_one_device_is_refused_before_any_work(tmp_path, corpus, monkeypatch, overrides, fits):
   """Parameters + Adam state (16 B each) plus a micro-batch's logits and their gradient (8 B each),
-  against a device of 1 GiB: the arithmetic of train.fit_bytes, by hand."""
-  monkeypatch.setattr(train, 'device_memory_bytes', lambda: 1 << 30)
+  against a device of 1 GiB: the arithmetic of fit_bytes, by hand."""
+  monkeypatch.setattr('nat_jax.training.config.device_memory_bytes', lambda: 1 << 30)
   config = tiny_config(corpus, **overrides)
   devices = jax.device_count()  # the micro-batch's rows are split over them (model_parallel 1)
-  by_hand = 16 * train.estimated_parameters(config) + 8 * config.tokens_per_batch * config.vocab_size / devices
-  assert sum(train.fit_bytes(config)) == pytest.approx(by_hand)
+  by_hand = 16 * estimated_parameters(config) + 8 * config.tokens_per_batch * config.vocab_size / devices
+  assert sum(fit_bytes(config)) == pytest.approx(by_hand)
   assert (by_hand <= 1 << 30) == fits
   if fits:
-    train.check_fits(config)
+    check_fits(config)
   else:
     with pytest.raises(ConfigError, match='need more than the 1.0 GiB one device has'):
-      train.train_and_evaluate(config, str(tmp_path / 'w'))
+      train_and_evaluate(config, str(tmp_path / 'w'))
     assert not (tmp_path / 'w').exists()
 
 
 def test_a_loss_that_turns_nan_stops_training_before_anything_is_saved(tmp_path, corpus, compile_cache,
                                                                        monkeypatch):
-  real_update = train.TrainLoop.update
+  real_update = TrainLoop.update
 
   def diverging(self, state, step):  # the real update, whose loss turns NaN at step 3 only
     state, metrics = real_update(self, state, step)
     return state, dict(metrics, loss=metrics['loss'] * np.nan) if step == 2 else metrics
-  monkeypatch.setattr(train.TrainLoop, 'update', diverging)
+  monkeypatch.setattr(TrainLoop, 'update', diverging)
   workdir = tmp_path / 'w'
   # the losses are read (a device sync) where the loop logs or saves: steps 2, 4, ...
   with pytest.raises(TrainingError, match='the training loss is nan by step 4: training diverged'):
-    train.train_and_evaluate(tiny_config(corpus, compile_cache), str(workdir))
+    train_and_evaluate(tiny_config(corpus, compile_cache), str(workdir))
   assert sorted(os.listdir(workdir / 'checkpoints')) == ['2']  # saved before; nothing from step 3 on
   assert not (workdir / 'test_results.json').exists()
 
@@ -176,10 +180,10 @@ def test_a_loss_that_turns_nan_stops_training_before_anything_is_saved(tmp_path,
 def test_finite_losses_pass_the_check():
   cfg = tiny_config({'train': '', 'validation': '', 'test': ''})
   for loss in (0.0, 12.5, 1e30):
-    train.check_finite_loss(loss, 1, cfg)
+    check_finite_loss(loss, 1, cfg)
   for loss in (float('nan'), float('inf'), -float('inf')):
     with pytest.raises(TrainingError):
-      train.check_finite_loss(loss, 1, cfg)
+      check_finite_loss(loss, 1, cfg)
 
 
 # --- decoder options and picture flags -----------------------------------------------------------

@@ -16,7 +16,8 @@ import pytest
 from flax import linen as nn
 
 from conftest import tiny_config, tiny_pairs
-from nat_jax import train
+from nat_jax.training.loop import train_and_evaluate
+from nat_jax.errors import ConfigError
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode import build_decoder
 from nat_jax.decode.greedy import greedy_decode
@@ -170,8 +171,8 @@ def test_adopting_an_at_run_keeps_its_function(corpus):
 def test_init_from_a_run_of_another_size_is_a_clear_error(corpus, compile_cache, trained_run, tmp_path):
   config = tiny_config(corpus, compile_cache, init_from=trained_run,
                        **{'model.method': 'hrt', 'model.d_model': 48, 'model.relative_window': 4})
-  with pytest.raises(train.ConfigError, match=r"init_from=.*do not fit this model.*\(32, 2, 16\).*\(48, 2, 24\)"):
-    train.train_and_evaluate(config, str(tmp_path / 'hrt'))
+  with pytest.raises(ConfigError, match=r"init_from=.*do not fit this model.*\(32, 2, 16\).*\(48, 2, 24\)"):
+    train_and_evaluate(config, str(tmp_path / 'hrt'))
 
 
 def test_chunk_larger_than_max_target_length_is_a_config_error(corpus):
@@ -287,7 +288,7 @@ def test_tiny_hrt_overfits_to_exact_reproduction(corpus):
 def test_hrt_fine_tunes_from_an_at_run_end_to_end(corpus, compile_cache, trained_run, tmp_path):
   config = tiny_config(corpus, compile_cache, init_from=trained_run, total_steps=2, eval_every=2,
                        eval_decoder='hrt', test_decoder='hrt', **{'model.method': 'hrt', 'model.relative_window': 4})
-  result = train.train_and_evaluate(config, str(tmp_path / 'hrt'))
+  result = train_and_evaluate(config, str(tmp_path / 'hrt'))
   assert result['decoder'] == 'hrt' and result['sentences'] == 16 and result['step'] == 2
   # The quality breakdown benchmark runs on it: three BLEU rows and the Skip-AT agreement line.
   out = subprocess.run([sys.executable, '-m', 'benchmarks.hrt_quality', f'--workdir={tmp_path / "hrt"}',

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from flax import linen as nn
 
-from nat_jax import train
+from nat_jax.training.loop import train_and_evaluate
 from nat_jax.decode import build_decoder
 from nat_jax.decode.beam import BeamState
 from nat_jax.decode.multiword_beam import multiword_search
@@ -17,8 +17,8 @@ from nat_jax.methods import get_method
 from nat_jax.methods.autoregressive import autoregressive_inputs
 from nat_jax.methods.ibdecoder import (block_causal_mask, deinterleave, ib_positions, ibdecoder_inputs, interleave,
                                        reading_order, reorder, restore)
-from nat_jax.runs import load_run
-from nat_jax.translation import translate_texts
+from nat_jax.run.workdir import load_run
+from nat_jax.run.translation import translate_texts
 from tests.conftest import hrt_setup, random_tiny_model, tiny_config, tiny_pairs
 
 EOS = 1
@@ -218,7 +218,7 @@ def test_imdecoder_trains_and_translates_end_to_end(corpus, compile_cache, tmp_p
   config = tiny_config(corpus, compile_cache, total_steps=2, eval_every=2, eval_decoder='greedy',
                        test_decoder='multiword_beam', **{'model.method': 'ibdecoder', 'ibdecoder.h': 4})
   workdir = str(tmp_path / 'imdec')
-  result = train.train_and_evaluate(config, workdir)
+  result = train_and_evaluate(config, workdir)
   assert result['decoder'] == 'multiword_beam' and result['sentences'] == 16
   run = load_run(workdir)
   assert 'direction_embed' in run.params

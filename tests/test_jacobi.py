@@ -5,10 +5,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nat_jax import ddgviz, decode
+from nat_jax.viz import ddg, pictures
+from nat_jax import decode
 from nat_jax.decode import LeftToRightScorer, jacobi
-from nat_jax.runs import load_run
-from nat_jax.translation import encode_sources
+from nat_jax.run.workdir import load_run
+from nat_jax.run.translation import encode_sources
 from tests.conftest import random_tiny_model, run_decoder
 
 EOS, MAX_LEN = 1, 12
@@ -141,14 +142,14 @@ def test_equals_greedy_trained_model(trained_run):
 
 def test_ddgviz_grid(trained_run, tmp_path):
   run = load_run(trained_run)
-  grid = ddgviz.trace_sentence(run, 'And Paul said', 'pgj', 3, 10)
+  grid = ddg.trace_sentence(run, 'And Paul said', 'pgj', 3, 10)
   iters, n = grid.states.shape
   assert len(grid.pieces) == iters and all(len(row) == n for row in grid.pieces) and grid.probs.shape == (iters, n)
   assert (grid.states[-1] == 2).all() and ((grid.probs > 0) & (grid.probs <= 1)).all()
-  png, page = ddgviz.output_paths(str(tmp_path / 'ddg'))
-  ddgviz.write_png(grid, png, 'test')
+  png, page = pictures.output_paths(str(tmp_path / 'ddg'))
+  ddg.write_png(grid, png, 'test')
   with open(page, 'w') as f:
-    f.write(ddgviz.render_html(grid, 'test'))
+    f.write(ddg.render_html(grid, 'test'))
   assert os.path.getsize(png) > 0
   text = open(page).read()
   assert text.count('<td class=') == iters * n and 'http' not in text

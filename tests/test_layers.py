@@ -15,22 +15,21 @@ PACKAGE = os.path.join(REPO, 'nat_jax')
 # Lower number = lower layer. A module's layer is that of its longest listed prefix.
 LAYERS = {
     'nat_jax.errors': -1,  # imports nothing of ours: any module may raise its errors
-    'nat_jax.core': 0, 'nat_jax.files': 0, 'nat_jax.timing': 0, 'nat_jax.hugepages': 0,
-    'nat_jax.config_defaults': 0,
-    'nat_jax.data': 1, 'nat_jax.models': 1, 'nat_jax.losses': 1, 'nat_jax.sharding': 1, 'nat_jax.scoring': 1,
-    'nat_jax.summaries': 1,
+    'nat_jax.core': 0, 'nat_jax.files': 0, 'nat_jax.hugepages': 0, 'nat_jax.evaluation.timing': 0,
+    'nat_jax.training.config_defaults': 0, 'nat_jax.training.recipes': 0,
+    'nat_jax.aot.__main__': 9,  # the `python -m nat_jax.aot` alias of nat_jax.commands.aot
+    'nat_jax.data': 1, 'nat_jax.models': 1, 'nat_jax.losses': 1, 'nat_jax.run.sharding': 1,
+    'nat_jax.evaluation.scoring': 1, 'nat_jax.run.summaries': 1,
     'nat_jax.decode.interfaces': 2,  # the seam: methods offer these Protocols, decoders consume them
     'nat_jax.methods': 3, 'nat_jax.decode': 3,
-    'nat_jax.train_state': 4, 'nat_jax.checkpoint': 4, 'nat_jax.translation': 4,
-    'nat_jax.runs': 5,
-    'nat_jax.translator': 6,  # the public Python API: a run and its decoders
-    'nat_jax.server': 7,  # the HTTP server's library, over a Translator
-    'nat_jax.serve': 8,  # its command line
-    'nat_jax.cli': 6, 'nat_jax.ct2': 6,  # the CTranslate2 library: nat_jax.export's conversion, the benchmark's peers
-    'nat_jax.train': 7, 'nat_jax.translate': 7, 'nat_jax.export': 7, 'nat_jax.evaluate': 8, 'nat_jax.distill': 7,
-    'nat_jax.benchmark': 7, 'nat_jax.ddgviz': 7, 'nat_jax.dagviz': 8,  # evaluate uses the benchmark library
-    'nat_jax.aot': 8,  # compiles train's own jitted steps and the decoders for other devices
-    'nat_jax': 9,  # the package itself (nat_jax/__init__.py, __main__.py)
+    'nat_jax.run': 4,  # a trained run: checkpoints, train state, translation, workdir, the Translator
+    'nat_jax.training': 5,  # the loop, its steps and bookkeeping; distillation
+    'nat_jax.deploy': 5,  # the HTTP server's library and the CTranslate2 conversion
+    'nat_jax.evaluation': 6,  # the benchmark library (its Translator rows and CTranslate2 peers)
+    'nat_jax.viz': 5,  # the DAG and decoding-graph pictures
+    'nat_jax.aot': 7,  # compiles training's own jitted steps and the decoders for other devices
+    'nat_jax.commands': 8,  # the command lines, each over the libraries; none imports another
+    'nat_jax': 9,  # the package itself and its `python -m nat_jax.<command>` aliases
 }
 
 
@@ -100,7 +99,7 @@ def test_core_imports_nothing_above_it():
 
 def test_command_modules_import_together():
   code = ('import nat_jax.train, nat_jax.translate, nat_jax.benchmark, nat_jax.evaluate, nat_jax.distill, '
-          'nat_jax.export; print("ok")')
+          'nat_jax.export, nat_jax.lm, nat_jax.dagviz, nat_jax.ddgviz, nat_jax.serve; print("ok")')
   out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO, timeout=300)
   assert out.returncode == 0 and out.stdout.strip() == 'ok', out.stderr[-2000:]
 
@@ -117,7 +116,7 @@ def test_importing_a_command_defines_no_flag(module):
 def test_decoders_methods_and_runs_load_without_tensorflow_datasets():
   """A run trained on 'files' data decodes on a machine without tensorflow-datasets: importing every
   decoder, every method, the run loader and the Translator does not import it (nor TensorFlow)."""
-  code = ('import sys, nat_jax.decode, nat_jax.methods, nat_jax.runs, nat_jax.translator; '
+  code = ('import sys, nat_jax.decode, nat_jax.methods, nat_jax.run.workdir, nat_jax.run.translator; '
           'print(sorted(m for m in ("tensorflow_datasets", "tensorflow") if m in sys.modules))')
   out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO, timeout=300)
   assert out.returncode == 0 and out.stdout.strip() == '[]', (out.stdout, out.stderr[-2000:])
@@ -130,3 +129,31 @@ def test_decoders_and_methods_take_token_ids_from_core():
     if module.startswith(('nat_jax.methods', 'nat_jax.decode')) and module != 'nat_jax.decode.drafted':
       data = [m for m, _ in nat_jax_imports(path, module) if m.startswith('nat_jax.data')]
       assert not data, f'{module} imports {data}'
+
+
+COMMAND_HELPERS = ('nat_jax.commands.cli', 'nat_jax.commands.measuring')  # shared by commands, not commands
+
+
+def test_no_command_imports_another():
+  """Commands are thin over the libraries: a command module imports the commands' helpers
+  (cli, measuring), never another command."""
+  crossings = [f'{os.path.relpath(path, REPO)}:{line}: {module} imports {imported}'
+               for module, path in modules() if module.startswith('nat_jax.commands.')
+               for imported, line in nat_jax_imports(path, module)
+               if imported.startswith('nat_jax.commands.') and imported not in COMMAND_HELPERS]
+  assert not crossings, 'commands importing commands:\n' + '\n'.join(crossings)
+
+
+def test_top_level_holds_the_rooms_and_the_command_aliases():
+  """nat_jax/ holds subpackages (the rooms), a few leaf modules, and for each command a one-line alias
+  that keeps `python -m nat_jax.<command>` (DESIGN.md's command lines): nothing else."""
+  from nat_jax.commands.cli import COMMANDS
+  leaves = {'__init__', 'errors', 'files', 'hugepages'}
+  aliases = set(COMMANDS) - {'aot'}  # `python -m nat_jax.aot` is the aot package's __main__
+  top = {name[:-3] for name in os.listdir(PACKAGE) if name.endswith('.py')}
+  assert top == leaves | aliases, sorted(top ^ (leaves | aliases))
+  for name in aliases:
+    tree = ast.parse(open(os.path.join(PACKAGE, f'{name}.py'), encoding='utf-8').read())
+    imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
+    assert [(n.module, [a.name for a in n.names]) for n in imports] == [(f'nat_jax.commands.{name}', ['console'])]
+    assert len(tree.body) == 3, name  # docstring, the import, `if __name__ == '__main__': console()`

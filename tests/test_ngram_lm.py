@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from nat_jax.decode import ngram_lm
-from nat_jax.decode.ngram_lm import BOS_WORD, EOS_WORD, UNK_WORD
+from nat_jax.decode import arpa
+from nat_jax.decode.arpa import BOS_WORD, EOS_WORD, UNK_WORD
 
 WORDS = ['a', 'b', 'c', 'd', 'e']
 
@@ -22,19 +23,19 @@ def corpus(n=60, seed=0):
 
 @pytest.mark.parametrize('order', [1, 2, 3, 4])
 def test_the_estimate_is_a_distribution_after_every_context(order):
-  model = ngram_lm.estimate(corpus(), order)
+  model = arpa.estimate(corpus(), order)
   outcomes = [g[0] for g in model if len(g) == 1 and g[0] != BOS_WORD]  # the vocabulary: words, </s>, <unk>
   assert EOS_WORD in outcomes and UNK_WORD in outcomes
   contexts = [()] + [(BOS_WORD,) + c for n in range(order - 1) for c in itertools.product(WORDS, repeat=n)]
   contexts += [c for n in range(1, order) for c in itertools.product(WORDS + [UNK_WORD], repeat=n)]
   for context in contexts:
-    total = sum(10 ** ngram_lm.logprob(model, context, w) for w in outcomes)
+    total = sum(10 ** arpa.logprob(model, context, w) for w in outcomes)
     assert total == pytest.approx(1.0, abs=1e-6), context
 
 
 def test_kneser_ney_by_hand_on_a_bigram_model():
   # sentences "a b" and "a": bigrams <s> a (2), a b, b </s>, a </s>
-  model = ngram_lm.estimate([['a', 'b'], ['a']], 2)
+  model = arpa.estimate([['a', 'b'], ['a']], 2)
   # unigram continuation counts: a 1 (<s>), b 1 (a), </s> 2 (b, a): n1 = 2, n2 = 1, D1 = 2 / (2 + 2);
   # vocabulary a, b, </s>, <unk>
   d1, total = 0.5, 4
@@ -51,26 +52,26 @@ def test_kneser_ney_by_hand_on_a_bigram_model():
 
 
 def test_arpa_round_trip_and_errors(tmp_path):
-  model = ngram_lm.estimate(corpus(), 3)
+  model = arpa.estimate(corpus(), 3)
   path = str(tmp_path / 'lm.arpa')
-  ngram_lm.write_arpa(model, path)
-  again = ngram_lm.read_arpa(path)
+  arpa.write_arpa(model, path)
+  again = arpa.read_arpa(path)
   assert again.keys() == model.keys()
   for g, (lp, bo) in model.items():
     assert again[g] == pytest.approx((lp, bo), abs=1e-5)
   text = open(path).read()
   (tmp_path / 'cut.arpa').write_text(text[:text.rindex('\n', 0, len(text) // 2) + 1])  # whole lines, half of them
   with pytest.raises(ValueError, match='header announces'):
-    ngram_lm.read_arpa(str(tmp_path / 'cut.arpa'))
+    arpa.read_arpa(str(tmp_path / 'cut.arpa'))
   (tmp_path / 'bad.arpa').write_text(text.replace('\n\\2-grams:\n', '\n\\2-grams:\nnot-a-number a b\n'))
   with pytest.raises(ValueError, match='bad.arpa:.*2-gram'):
-    ngram_lm.read_arpa(str(tmp_path / 'bad.arpa'))
+    arpa.read_arpa(str(tmp_path / 'bad.arpa'))
 
 
 @pytest.mark.parametrize('on', ['device', 'host'])
 @pytest.mark.parametrize('order,pruned', [(1, False), (3, False), (4, False), (3, True)])
 def test_device_and_host_lookups_equal_the_backoff_rule(order, pruned, on):
-  model = ngram_lm.estimate(corpus(seed=order), order)
+  model = arpa.estimate(corpus(seed=order), order)
   if pruned:  # as a pruned or foreign ARPA file can be: lower orders missing under stored higher ones
     for g in [g for g in model if len(g) == 2 and BOS_WORD not in g][::3]:
       del model[g]
@@ -94,7 +95,7 @@ def test_device_and_host_lookups_equal_the_backoff_rule(order, pruned, on):
     for w in words:
       rows.append((padded, w))
       names_c = [names.get(t, UNK_WORD) for t in c]
-      expected.append(ngram_lm.logprob(model, names_c, names.get(w, UNK_WORD)))
+      expected.append(arpa.logprob(model, names_c, names.get(w, UNK_WORD)))
   context = jnp.asarray(np.array([r[0] for r in rows], np.int32).reshape(len(rows), order - 1))
   word = jnp.asarray([r[1] for r in rows], jnp.int32)
   if on == 'host':  # the same lookup in numpy, as dag_beam's host search runs it

@@ -18,19 +18,23 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nat_jax import checkpoint, cli, decode, train
-from nat_jax.dagviz import DagPicture, DecoderPath, write_png
-from nat_jax.ddgviz import probabilities
+from nat_jax.run import checkpoint
+from nat_jax.commands import cli
+from nat_jax.training import recipes
+from nat_jax.training.loop import train_and_evaluate
+from nat_jax import decode
+from nat_jax.viz.dag import DagPicture, DecoderPath, write_png
+from nat_jax.viz.pictures import probabilities
 from nat_jax.decode import DecodeOutput
-from nat_jax.distill import distill
+from nat_jax.training.distill import distill
 from nat_jax.errors import CheckpointError, ConfigError
 from nat_jax.files import atomic_output, remove_stale_temporaries
 from nat_jax.methods import get_method
-from nat_jax.runs import load_run
-from nat_jax.sharding import make_mesh
-from nat_jax.translate import translate_stream
-from nat_jax.translation import translate_texts
-from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
+from nat_jax.run.workdir import load_run
+from nat_jax.run.sharding import make_mesh
+from nat_jax.commands.translate import translate_stream
+from nat_jax.run.translation import translate_texts
+from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
 from tests.conftest import config_flags_for, tiny_config
 
 DiskUsage = collections.namedtuple('DiskUsage', 'total used free')  # what shutil.disk_usage returns
@@ -254,7 +258,7 @@ def test_resume_past_an_unreadable_checkpoint_completes_and_sets_it_aside(traine
   workdir = copy_run(trained_run, tmp_path)
   truncate_checkpoint(workdir, 8)
   config = tiny_config(corpus, compile_cache)
-  train.train_and_evaluate(config, workdir)
+  train_and_evaluate(config, workdir)
   err = caplog.text
   assert 'moved checkpoint' in err and 'unreadable' in err
   aside = sorted(n.rsplit('-', 1)[0] for n in os.listdir(os.path.join(workdir, checkpoint.ASIDE)))
@@ -269,7 +273,7 @@ def test_restart_after_every_checkpoint_was_deleted_handles_stale_best(trained_r
   workdir = copy_run(trained_run, tmp_path)
   shutil.rmtree(os.path.join(workdir, 'checkpoints'))
   assert os.listdir(os.path.join(workdir, 'best'))
-  train.train_and_evaluate(tiny_config(corpus, compile_cache), workdir)
+  train_and_evaluate(tiny_config(corpus, compile_cache), workdir)
   err = caplog.text
   assert 'training starts again from step 0' in err and 'newer than the resumed step 0' in err
   assert load_run(workdir).meta[0]['step'] == 8 and load_run(workdir, which='best').meta[0]['step'] in (4, 8)
@@ -296,7 +300,8 @@ def test_full_disk_at_checkpoint_time_is_a_checkpoint_error(trained_run, tmp_pat
 
 FULL_DISK_TRAIN = textwrap.dedent('''
     import collections, sys
-    from nat_jax import checkpoint, cli, train
+    from nat_jax.run import checkpoint
+    from nat_jax.commands import cli, train
     DiskUsage = collections.namedtuple('DiskUsage', 'total used free')
     checkpoint.shutil.disk_usage = lambda path: DiskUsage(10, 10, 1000)
     sys.argv = ['train'] + sys.argv[1:]
@@ -315,7 +320,7 @@ def test_full_disk_during_training_is_one_error_line(tmp_path, corpus, compile_c
 
 
 OS_ERROR = textwrap.dedent('''
-    from nat_jax import cli
+    from nat_jax.commands import cli
     def main(argv):
       raise OSError(30, 'Read-only file system', '/ro/out.txt.tmp4242')
     cli.run_command(main)
@@ -412,7 +417,7 @@ def test_method_dependent_options_are_checked_against_the_method(corpus):
 def test_whole_config_is_checked_before_any_work(tmp_path, corpus, overrides, message):
   workdir = tmp_path / 'w'
   with pytest.raises(ConfigError) as e:
-    train.train_and_evaluate(tiny_config(corpus, **overrides), str(workdir))
+    train_and_evaluate(tiny_config(corpus, **overrides), str(workdir))
   assert message in str(e.value) and not workdir.exists()
 
 
@@ -461,8 +466,8 @@ def test_recipes_are_found_by_name_and_by_path(tmp_path, monkeypatch):
   """--config=at_bible_tiny names the recipe in the configs package (from any directory);
   a path still works; an unknown name is None (the one-line error of parse_flags)."""
   monkeypatch.chdir(tmp_path)
-  by_name = cli.recipe_path('at_bible_tiny')
+  by_name = recipes.recipe_path('at_bible_tiny')
   assert by_name is not None and os.path.samefile(by_name, os.path.join(REPO, 'configs', 'at_bible_tiny.py'))
-  assert os.path.samefile(cli.recipe_path('at_bible_tiny.py'), by_name)
-  assert cli.recipe_path(os.path.join(REPO, 'configs', 'at_bible_tiny.py')) is not None
-  assert cli.recipe_path('no_such_recipe') is None and cli.recipe_path('configs/at_bible_tiny.py') is None
+  assert os.path.samefile(recipes.recipe_path('at_bible_tiny.py'), by_name)
+  assert recipes.recipe_path(os.path.join(REPO, 'configs', 'at_bible_tiny.py')) is not None
+  assert recipes.recipe_path('no_such_recipe') is None and recipes.recipe_path('configs/at_bible_tiny.py') is None

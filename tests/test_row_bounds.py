@@ -74,7 +74,7 @@ def test_decoders_that_are_not_cut_keep_batches_of_one_width(corpus):
 def test_mixed_batches_compile_fewer_widths():
   """Batches of mixed widths pad to geometric widths (from 16 on each at most 1.5x the one before):
   half the shapes of the multiples of 8 up to 128."""
-  from nat_jax.translation import source_lengths
+  from nat_jax.run.translation import source_lengths
   assert source_lengths(128, geometric=True) == [8, 16, 24, 32, 48, 64, 96, 128]
   for max_len in (8, 40, 100, 256):
     widths = source_lengths(max_len, geometric=True)

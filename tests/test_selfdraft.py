@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nat_jax import decode, train
+from nat_jax import decode
+from nat_jax.training.loop import train_and_evaluate
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.decode.drafted import drafted_decode, rows_step
 from nat_jax.decode.greedy import greedy_decode
@@ -18,8 +19,8 @@ from nat_jax.methods import get_method
 from nat_jax.methods.autoregressive import autoregressive_inputs
 from nat_jax.methods.selfdraft import sample_boundaries, window_targets
 from nat_jax.models.transformer import Transformer
-from nat_jax.runs import load_run
-from nat_jax.translation import translate_texts
+from nat_jax.run.workdir import load_run
+from nat_jax.run.translation import translate_texts
 from tests.conftest import random_model, tiny_config
 
 EOS, BOS = 1, 2
@@ -165,7 +166,7 @@ def test_selfdraft_training_keeps_the_verifier_and_drafts_both_ways(trained_run,
   workdir = str(tmp_path / 'selfdraft')
   config = tiny_config(corpus, compile_cache, **{'model.method': 'selfdraft', 'total_steps': 4, 'eval_every': 4,
                                                  'init_from': trained_run, 'test_decoder': 'drafted'})
-  train.train_and_evaluate(config, workdir)
+  train_and_evaluate(config, workdir)
   at, selfdraft = load_run(trained_run), load_run(workdir)
   for a, b in zip(jax.tree_util.tree_leaves(at.params), jax.tree_util.tree_leaves(selfdraft.params['verifier'])):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -16,10 +16,11 @@ import time
 import httpx
 import pytest
 
-from nat_jax import Translator, train
+from nat_jax import Translator
+from nat_jax.training.loop import train_and_evaluate
 from nat_jax.errors import ConfigError
-from nat_jax.server import Service, ServeConfig, running
-from nat_jax.translation import translate_texts
+from nat_jax.deploy.server import Service, ServeConfig, running
+from nat_jax.run.translation import translate_texts
 from tests.conftest import tiny_config
 
 SENTENCES = ['In the beginning God created the heavens and the earth.', 'And God said, Let there be light.',
@@ -42,7 +43,7 @@ def method_run(tmp_path_factory, corpus, compile_cache, trained_run):
   def get(name: str) -> str:
     if name not in runs:
       runs[name] = str(tmp_path_factory.mktemp(name))
-      train.train_and_evaluate(tiny_config(corpus, compile_cache, **RUNS[name]), runs[name])
+      train_and_evaluate(tiny_config(corpus, compile_cache, **RUNS[name]), runs[name])
     return runs[name]
   return get
 

@@ -12,8 +12,10 @@ import jax
 import numpy as np
 import pytest
 
-from nat_jax import checkpoint, train
-from nat_jax.runs import load_run
+from nat_jax.run import checkpoint
+from nat_jax.training.bookkeeping import PREEMPTED_EXIT, CpuClock, MetricsLog
+from nat_jax.training.loop import train_and_evaluate
+from nat_jax.run.workdir import load_run
 from tests.conftest import config_flags_for, tensorboard_scalars, tiny_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,10 +39,10 @@ def train_cmd(config, workdir):
 
 def test_resumed_training_equals_uninterrupted(tmp_path, corpus, compile_cache, trained_run):
   workdir = str(tmp_path / 'resumed')
-  train.train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=3), workdir)
+  train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=3), workdir)
   meta = load_run(workdir).meta[0]
   assert meta['step'] == 3 and meta['cpu_seconds'] > 0
-  train.train_and_evaluate(tiny_config(corpus, compile_cache), workdir)  # 3 -> 8
+  train_and_evaluate(tiny_config(corpus, compile_cache), workdir)  # 3 -> 8
   assert_same_params(final_params(workdir), final_params(trained_run))
   logged = [json.loads(line) for line in open(os.path.join(workdir, 'metrics.jsonl'))]
   # training CPU time carries over the resume: every later row counts on from the step-3 checkpoint's
@@ -63,7 +65,7 @@ def test_resumed_training_equals_uninterrupted(tmp_path, corpus, compile_cache, 
 
 def test_cpu_clock_adds_the_resumed_seconds_and_leaves_out_excluded_blocks():
   ticks = iter([100.0, 103.0, 104.0, 110.0, 111.5, 120.0, 125.0, 130.0])
-  clock = train.CpuClock(before=50.0, clock=lambda: next(ticks))  # starts at 100
+  clock = CpuClock(before=50.0, clock=lambda: next(ticks))  # starts at 100
   assert clock.seconds() == 53.0  # 50 spent before the resume + 3
   with clock.excluded():  # 104 -> 110: a validation
     pass
@@ -76,12 +78,12 @@ def test_cpu_clock_adds_the_resumed_seconds_and_leaves_out_excluded_blocks():
 def test_tensorboard_drops_steps_logged_after_the_resumed_checkpoint(tmp_path):
   """A run interrupted after logging step 6 but resumed from its step-4 checkpoint: TensorBoard shows
   the resumed run's step 6, not both."""
-  first = train.MetricsLog(str(tmp_path), 0, True)
+  first = MetricsLog(str(tmp_path), 0, True)
   for step in (2, 4, 6):
     first.write(step, 'train', {'loss': 10.0 - step})
   first.close()
   time.sleep(1.1)  # a new event file name (the writer names files by the second)
-  resumed = train.MetricsLog(str(tmp_path), 4, True)
+  resumed = MetricsLog(str(tmp_path), 4, True)
   resumed.write(6, 'train', {'loss': 0.5})
   resumed.close()
   assert tensorboard_scalars(str(tmp_path / 'tensorboard')) == {'train/loss': [(2, 8.0), (4, 6.0), (6, 0.5)]}
@@ -106,7 +108,7 @@ def test_interrupted_run_resumes_to_the_same_parameters(tmp_path, corpus, compil
   proc.send_signal(sig)
   out, _ = proc.communicate(timeout=300)
   if sig == signal.SIGTERM:
-    assert proc.returncode == train.PREEMPTED_EXIT == 143, out[-3000:]  # a scheduler can tell it from done
+    assert proc.returncode == PREEMPTED_EXIT == 143, out[-3000:]  # a scheduler can tell it from done
     assert 'Received signal' in out and 'Test set' not in out, out[-3000:]
   else:
     assert proc.returncode == -signal.SIGKILL
@@ -130,8 +132,8 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, trained_run,
   assert 'checkpoint step 8 is unreadable' in caplog.text and capsys.readouterr().out == ''
   # And training restarts from it rather than crashing.
   ckpt = checkpoint.Checkpointer(workdir)
-  from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
-  from nat_jax.sharding import make_mesh
+  from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
+  from nat_jax.run.sharding import make_mesh
   abstract, _ = state_shardings(run.method, make_optimizer(run.config), dummy_batch(), make_mesh(1))
   state, meta = ckpt.restore_latest(abstract)
   assert meta['step'] == 6 and int(state.step) == 6
@@ -148,11 +150,11 @@ SHARDED_SCRIPT = textwrap.dedent('''
     os.environ['JAX_PLATFORMS'] = 'cpu'
     import jax, jax.numpy as jnp, numpy as np
     from jax.sharding import Mesh
-    from nat_jax import sharding
-    from nat_jax.config_defaults import base_config
+    from nat_jax.run import sharding
+    from nat_jax.training.config_defaults import base_config
     from nat_jax.methods import get_method
-    from nat_jax.train import compile_steps
-    from nat_jax.train_state import create_train_state, make_optimizer, state_shardings
+    from nat_jax.training.steps import compile_steps
+    from nat_jax.run.train_state import create_train_state, make_optimizer, state_shardings
 
     cfg = base_config()
     cfg.model.update(d_model=32, num_heads=4, d_ff=64, enc_layers=1, dec_layers=1, dropout=0.1)
@@ -235,8 +237,8 @@ def test_empty_data_file_is_a_clear_error(tmp_path):
 def test_checkpoint_averaging_and_best(trained_run):
   import json
   import orbax.checkpoint as ocp
-  from nat_jax.sharding import make_mesh
-  from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
+  from nat_jax.run.sharding import make_mesh
+  from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
   run = load_run(trained_run)
   abstract, _ = state_shardings(run.method, make_optimizer(run.config), dummy_batch(), make_mesh(1))
   manager = ocp.CheckpointManager(os.path.join(trained_run, 'checkpoints'))

@@ -9,7 +9,7 @@ import json
 import os
 from typing import Optional
 
-from nat_jax import cli
+from nat_jax.training import recipes
 from nat_jax.aot import analysis, programs, roofline
 from nat_jax.aot.programs import unit_label
 from nat_jax.errors import ConfigError
@@ -18,7 +18,7 @@ from nat_jax.files import write_atomic
 
 def recipe_costs(recipe: str, units: set, target, batches: list[int], width: int) -> dict:
   """{'<unit>|<batch>': {flops, bytes, compile_s, ...}} of the units `recipe` is needed for."""
-  config = cli.load_recipe(cli.recipe_path(recipe))
+  config = recipes.load_recipe(recipes.recipe_path(recipe))
   setup = programs.make_setup(config, target, inference_dtype='bfloat16')
   todo = []
   for b in batches:

@@ -22,7 +22,8 @@ import jax.numpy as jnp
 import ml_collections
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from nat_jax import decode, sharding
+from nat_jax import decode
+from nat_jax.run import sharding
 from nat_jax.aot.targets import Target, shard_bytes
 from nat_jax.core.packing import PACKING_KEYS
 from nat_jax.core.tokens import decode_length_bound
@@ -30,8 +31,8 @@ from nat_jax.data.batching import bucket_shapes, packed_shape
 from nat_jax.decode.interfaces import HybridScorer, LeftToRightScorer, MaskPredictor, WindowDrafter
 from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
-from nat_jax.train import compile_steps
-from nat_jax.train_state import dummy_batch, make_optimizer, state_shardings
+from nat_jax.training.steps import compile_steps
+from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
 
 UNIT_CACHE_SLOTS = 64  # cache slots a costed step attends over: holds the ~37-token outputs of the Acts test set
 
@@ -275,8 +276,8 @@ def unit_label(program_name: str) -> str:
 
 def abstract_run_loader(config_for: Callable[[str], ml_collections.ConfigDict], mesh) -> Callable:
   """load_run(spec) for decoders that load another run (drafted's drafter) while compiling: the run of
-  recipe `config_for(spec)` with abstract parameters (replicated over `mesh`), as nat_jax.runs.Run."""
-  from nat_jax.runs import Run
+  recipe `config_for(spec)` with abstract parameters (replicated over `mesh`), as nat_jax.run.workdir.Run."""
+  from nat_jax.run.workdir import Run
 
   @functools.lru_cache(maxsize=None)
   def load(spec: str):

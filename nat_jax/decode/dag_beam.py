@@ -28,7 +28,7 @@ an LM and the device's with one, and `--decoder.search=auto` (the default) picks
 (docs/benchmarks.md 12.3); on an accelerator `auto` is the device search (no host callback).
 
 With an n-gram LM (`lm`: an ARPA file over the target pieces, e.g. `python -m nat_jax.lm`'s; read
-by nat_jax.decode.ngram_lm) the score is the reference's (log P(y) + gamma log10 P_lm(y)) / |y|^alpha,
+by nat_jax.decode.arpa) the score is the reference's (log P(y) + gamma log10 P_lm(y)) / |y|^alpha,
 P_lm over every token of y from <s> on, its last (EOS) as </s>. The LM term is added to the
 `lm_pool` x K best extensions by the graph score (the reference scores every candidate it keeps
 after top_cand and top_p; here a pool of the best, so an extension far down the graph's ranking
@@ -36,7 +36,7 @@ cannot be lifted by the LM).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import flax
 import jax
@@ -46,7 +46,7 @@ import numpy as np
 from nat_jax.core.graph import clean_log, transition_mask
 from nat_jax.core.tokens import BOS_ID, clean_path_tokens
 from nat_jax.decode.interfaces import DecodeOutput, GraphPredictor
-from nat_jax.decode import ngram_lm
+from nat_jax.decode import arpa, ngram_lm
 from nat_jax.decode.ngram_lm import LmTables, lm_logprob
 from nat_jax.decode.registry import register_decoder
 from nat_jax.errors import ConfigError
@@ -106,69 +106,115 @@ def candidates(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax.Ar
   return trans, token_lp, top_lp, top_tok
 
 
+def finished_scores(at_last, last_lp, last_tok, seqs, step, lm_score, t, alpha: float, lm: Optional[LmTables],
+                    gamma: float, xp=jnp):
+  """Both searches: the score of finishing each alive prefix with each token offered at the last vertex.
+  at_last f32[..., K, 1] (mass arriving at G - 1), last_lp / last_tok [..., c], seqs i32[..., K, L] of
+  `step` tokens, lm_score f32[..., K] -> (f32[..., K, c]: (log P + gamma log10 P_lm) / t^alpha, the LM
+  context i32[..., K, n - 1] of the prefixes or None without an LM). xp: jax.numpy, or numpy on the host."""
+  fin = at_last + last_lp[..., None, :]  # [..., K, c]
+  context = None
+  if lm is not None:
+    context = lm_context(seqs, step, lm.order, xp)  # [..., K, n - 1]
+    tokens = xp.broadcast_to(last_tok[..., None, :], fin.shape)
+    fin_lm = lm_logprob(lm, xp.broadcast_to(context[..., None, :], fin.shape + (lm.order - 1,)), tokens, xp)
+    fin = fin + gamma * (lm_score[..., None] + fin_lm)
+  return fin / t ** alpha, context
+
+
+@flax.struct.dataclass
+class DeviceGraph:
+  """What each step of the device search reads (from `candidates`, padded to L vertices)."""
+  trans: jax.Array     # f32[B, L, L]: log E, -inf off the graph
+  token_lp: jax.Array  # f32[B, L, V]: beta log P(y | v)
+  top_tok: jax.Array   # i32[B, L, c]: each vertex's offered tokens
+  offer: jax.Array     # f32[B, L*c]: their beta log P at inner vertices, -inf elsewhere
+  inner: jax.Array     # bool[B, L]: vertices where a prefix can stop and go on
+  last: jax.Array      # i32[B]: the last vertex G - 1
+  last_lp: jax.Array   # f32[B, c]: the last vertex's offers
+  last_tok: jax.Array  # i32[B, c]
+
+
+def device_graph(log_trans, log_probs, graph_lengths, top_cand: int, beta: float) -> DeviceGraph:
+  batch, size, _ = log_probs.shape
+  trans, token_lp, top_lp, top_tok = candidates(log_trans, log_probs, graph_lengths, top_cand, beta)
+  vertex = jnp.arange(size)[None, :]  # [1, L]
+  last = graph_lengths - 1  # [B]
+  inner = (vertex > 0) & (vertex < last[:, None])  # [B, L]
+  at_last = jnp.maximum(last, 0)[:, None, None]
+  return DeviceGraph(trans, token_lp, top_tok, jnp.where(inner[:, :, None], top_lp, DEAD).reshape(batch, -1), inner,
+                     last, jnp.take_along_axis(top_lp, at_last, axis=1)[:, 0],
+                     jnp.take_along_axis(top_tok, at_last, axis=1)[:, 0])
+
+
+def device_finish(g: DeviceGraph, state: DagBeamState, arrive, alpha: float, lm, gamma: float):
+  """The K best finished prefixes after this step (kept ones and new ones ending at G - 1), and the LM
+  context of the alive prefixes (None without an LM)."""
+  batch, k, size = state.seqs.shape
+  t = state.step + 1
+  at_last = jnp.take_along_axis(arrive, jnp.maximum(g.last, 0)[:, None, None], axis=2)  # [B, K, 1]
+  fin, context = finished_scores(at_last, g.last_lp, g.last_tok, state.seqs, state.step, state.lm_score,
+                                 t.astype(jnp.float32), alpha, lm, gamma)  # [B, K, c]
+  fin_tok = jnp.broadcast_to(g.last_tok[:, None, :], fin.shape)
+  fin_new = jnp.broadcast_to(state.seqs[:, :, None, :], fin.shape + (size,))
+  fin_new = fin_new.at[:, :, :, state.step].set(fin_tok)  # [B, K, c, L]
+  c = fin.shape[-1]
+  all_scores = jnp.concatenate([state.fin_scores, fin.reshape(batch, k * c)], axis=1)
+  all_seqs = jnp.concatenate([state.fin_seqs, fin_new.reshape(batch, k * c, size)], axis=1)
+  all_lengths = jnp.concatenate([state.fin_lengths, jnp.full((batch, k * c), t, jnp.int32)], axis=1)
+  fin_scores, keep = jax.lax.top_k(all_scores, k)
+  return (jnp.take_along_axis(all_seqs, keep[:, :, None], axis=1), fin_scores,
+          jnp.take_along_axis(all_lengths, keep, axis=1), context)
+
+
+def device_extend(g: DeviceGraph, state: DagBeamState, arrive, context, lm, gamma: float, lm_pool: int):
+  """The K best alive prefixes of one more token (offered at an inner vertex, summed over the vertices
+  offering it; with an LM, the lm_pool x K best by the graph re-ranked with the LM term):
+  (seqs, forward, lm_score)."""
+  batch, k, size = state.seqs.shape
+  vocab = g.token_lp.shape[-1]
+  c = g.top_tok.shape[-1]
+  offers = (arrive[:, :, :, None] + g.offer.reshape(batch, 1, size, c)).reshape(batch, k, size * c)
+  merged = merge_by_token(offers, g.top_tok.reshape(batch, size * c), vocab).reshape(batch, k * vocab)  # [B, K*V]
+  if lm is None:
+    best, pick = jax.lax.top_k(merged, k)  # [B, K]
+    parent, token = pick // vocab, (pick % vocab).astype(jnp.int32)
+    lm_score = state.lm_score
+  else:
+    pool, pick = jax.lax.top_k(merged, min(lm_pool * k, k * vocab))  # [B, P]
+    parent, token = pick // vocab, (pick % vocab).astype(jnp.int32)
+    pool_lm = jnp.take_along_axis(state.lm_score, parent, axis=1) + lm_logprob(
+        lm, jnp.take_along_axis(context, parent[:, :, None], axis=1), token)  # [B, P]
+    _, chosen = jax.lax.top_k(pool + gamma * pool_lm, k)  # [B, K]
+    best, parent, token, lm_score = (jnp.take_along_axis(x, chosen, axis=1) for x in (pool, parent, token, pool_lm))
+  grown = jnp.take_along_axis(arrive, parent[:, :, None], axis=1)  # [B, K, L]
+  emit = jnp.take_along_axis(g.token_lp, jnp.broadcast_to(token[:, None, :], (batch, size, k)), axis=2)  # [B, L, K]
+  forward = jnp.where(g.inner[:, None, :] & jnp.isfinite(best)[:, :, None], grown + jnp.swapaxes(emit, 1, 2), DEAD)
+  seqs = jnp.take_along_axis(state.seqs, parent[:, :, None], axis=1).at[:, :, state.step].set(token)
+  return seqs, forward, lm_score
+
+
 def dag_beam_search(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax.Array, beam_size: int,
                     top_cand: int, alpha: float, beta: float, lm: Optional[LmTables] = None, gamma: float = 0.0,
                     lm_pool: int = 4) -> DagBeamState:
   """The search over graphs log_trans f32[B, L, L], log_probs f32[B, L, V], graph_lengths i32[B]
   (with `lm`: + gamma x its log10 probability, added to the lm_pool x K best extensions), on the
   device: one jax.lax.while_loop over the batch, every row padded to L vertices and K prefixes."""
-  batch, size, vocab = log_probs.shape
+  batch, size, _ = log_probs.shape
   k = beam_size
-  trans, token_lp, top_lp, top_tok = candidates(log_trans, log_probs, graph_lengths, top_cand, beta)
-  c = top_tok.shape[-1]
-  vertex = jnp.arange(size)[None, :]  # [1, L]
-  last = graph_lengths - 1  # [B]
-  inner = (vertex > 0) & (vertex < last[:, None])  # [B, L]: where a prefix can stop and go on
-  offer = jnp.where(inner[:, :, None], top_lp, DEAD).reshape(batch, size * c)  # [B, L*c]
-  last_lp = jnp.take_along_axis(top_lp, jnp.maximum(last, 0)[:, None, None], axis=1)[:, 0]  # [B, c]
-  last_tok = jnp.take_along_axis(top_tok, jnp.maximum(last, 0)[:, None, None], axis=1)[:, 0]  # [B, c]
-  root = jnp.where(vertex == 0, 0.0, DEAD)  # [1, L]
+  g = device_graph(log_trans, log_probs, graph_lengths, top_cand, beta)
+  root = jnp.where(jnp.arange(size) == 0, 0.0, DEAD)  # [L]
   init = DagBeamState(
       step=jnp.int32(0), seqs=jnp.zeros((batch, k, size), jnp.int32),
-      forward=jnp.concatenate([jnp.broadcast_to(root[:, None], (batch, 1, size)),
-                               jnp.full((batch, k - 1, size), DEAD)], axis=1),
+      forward=jnp.concatenate([jnp.broadcast_to(root, (batch, 1, size)), jnp.full((batch, k - 1, size), DEAD)], axis=1),
       fin_seqs=jnp.zeros((batch, k, size), jnp.int32), fin_scores=jnp.full((batch, k), DEAD),
       fin_lengths=jnp.zeros((batch, k), jnp.int32), lm_score=jnp.zeros((batch, k), jnp.float32))
 
   def step(state: DagBeamState) -> DagBeamState:
-    t = state.step + 1  # tokens of the extended prefixes
-    arrive = log_matmul(state.forward, trans)  # [B, K, L]: mass arriving at each vertex
-    # Finished: the prefix's path ends at G - 1, which emits one of its offered tokens.
-    at_last = jnp.take_along_axis(arrive, jnp.maximum(last, 0)[:, None, None], axis=2)  # [B, K, 1]
-    fin = at_last + last_lp[:, None, :]  # [B, K, c]
-    fin_tok = jnp.broadcast_to(last_tok[:, None, :], fin.shape)
-    if lm is not None:
-      context = lm_context(state.seqs, state.step, lm.order)  # [B, K, n - 1]
-      fin_lm = lm_logprob(lm, jnp.broadcast_to(context[:, :, None], fin.shape + (lm.order - 1,)), fin_tok)
-      fin = fin + gamma * (state.lm_score[:, :, None] + fin_lm)
-    fin = fin / t.astype(jnp.float32) ** alpha
-    fin_new = jnp.broadcast_to(state.seqs[:, :, None, :], fin.shape + (size,))
-    fin_new = fin_new.at[:, :, :, state.step].set(fin_tok)  # [B, K, c, L]
-    all_scores = jnp.concatenate([state.fin_scores, fin.reshape(batch, k * c)], axis=1)
-    all_seqs = jnp.concatenate([state.fin_seqs, fin_new.reshape(batch, k * c, size)], axis=1)
-    all_lengths = jnp.concatenate([state.fin_lengths, jnp.full((batch, k * c), t, jnp.int32)], axis=1)
-    fin_scores, keep = jax.lax.top_k(all_scores, k)
-    fin_seqs = jnp.take_along_axis(all_seqs, keep[:, :, None], axis=1)
-    fin_lengths = jnp.take_along_axis(all_lengths, keep, axis=1)
-    # Alive: the prefix extended by a token offered at an inner vertex, summed over the vertices offering it.
-    offers = (arrive[:, :, :, None] + offer.reshape(batch, 1, size, c)).reshape(batch, k, size * c)
-    merged = merge_by_token(offers, top_tok.reshape(batch, size * c), vocab)  # [B, K, V]
-    if lm is None:
-      best, pick = jax.lax.top_k(merged.reshape(batch, k * vocab), k)  # [B, K]
-      parent, token = pick // vocab, (pick % vocab).astype(jnp.int32)
-      lm_score = state.lm_score
-    else:  # the pool of the best extensions by the graph, re-ranked with the LM term
-      pool, pick = jax.lax.top_k(merged.reshape(batch, k * vocab), min(lm_pool * k, k * vocab))  # [B, P]
-      parent, token = pick // vocab, (pick % vocab).astype(jnp.int32)
-      pool_lm = jnp.take_along_axis(state.lm_score, parent, axis=1) + lm_logprob(
-          lm, jnp.take_along_axis(context, parent[:, :, None], axis=1), token)  # [B, P]
-      _, chosen = jax.lax.top_k(pool + gamma * pool_lm, k)  # [B, K]
-      best, parent, token, lm_score = (jnp.take_along_axis(x, chosen, axis=1) for x in (pool, parent, token, pool_lm))
-    grown = jnp.take_along_axis(arrive, parent[:, :, None], axis=1)  # [B, K, L]
-    emit = jnp.take_along_axis(token_lp, jnp.broadcast_to(token[:, None, :], (batch, size, k)), axis=2)  # [B, L, K]
-    forward = jnp.where(inner[:, None, :] & jnp.isfinite(best)[:, :, None], grown + jnp.swapaxes(emit, 1, 2), DEAD)
-    seqs = jnp.take_along_axis(state.seqs, parent[:, :, None], axis=1).at[:, :, state.step].set(token)
-    return DagBeamState(step=t, seqs=seqs, forward=forward, fin_seqs=fin_seqs, fin_scores=fin_scores,
+    arrive = log_matmul(state.forward, g.trans)  # [B, K, L]: mass arriving at each vertex
+    fin_seqs, fin_scores, fin_lengths, context = device_finish(g, state, arrive, alpha, lm, gamma)
+    seqs, forward, lm_score = device_extend(g, state, arrive, context, lm, gamma, lm_pool)
+    return DagBeamState(step=state.step + 1, seqs=seqs, forward=forward, fin_seqs=fin_seqs, fin_scores=fin_scores,
                         fin_lengths=fin_lengths, lm_score=lm_score)
 
   def going(state: DagBeamState) -> jax.Array:
@@ -193,6 +239,85 @@ def best_first(scores: np.ndarray, n: int) -> np.ndarray:
   return pick[np.isfinite(scores[pick])]
 
 
+class HostGraph(NamedTuple):
+  """One row's graph on the host, over its own G vertices (numpy; see `host_search`)."""
+  e_trans: np.ndarray   # f32[G, G]: exp(log E), 0 off the graph
+  tokens: np.ndarray    # i32[U]: the tokens offered at inner vertices
+  offers: np.ndarray    # f32[G, U]: W[v, u], the offered probability of token u at vertex v (0: not offered)
+  emit: np.ndarray      # f32[G, U]: beta log P(u | v), -inf at vertices 0 and G - 1
+  last_lp: np.ndarray   # f32[c]: the last vertex's offers
+  last_tok: np.ndarray  # i32[c]
+
+
+def host_graph(trans, top_lp, top_tok, cand_lp, g: int) -> HostGraph:
+  c = top_tok.shape[1]
+  tokens, first, which = np.unique(top_tok[1:g - 1], return_index=True, return_inverse=True)  # [U]: offered inside
+  offers = np.zeros((g, len(tokens)), np.float32)
+  np.add.at(offers, (np.repeat(np.arange(1, g - 1), c), which.ravel()), np.exp(top_lp[1:g - 1].ravel()))
+  emit = cand_lp[:g, c + first]  # [G, U]: column c + first offers the token (at vertex 1 + first // c)
+  emit[[0, g - 1]] = -np.inf  # alive prefixes end at inner vertices
+  return HostGraph(np.exp(trans[:g, :g]), tokens, offers, emit, top_lp[g - 1], top_tok[g - 1])
+
+
+class HostBeam(NamedTuple):
+  """One row's search state on the host: alive prefixes over vertices lo .. G - 1, and the finished ones."""
+  forward: np.ndarray      # f32[K', G - lo]
+  seqs: np.ndarray         # i32[K', L]
+  lm_score: np.ndarray     # f32[K']
+  fin_seqs: np.ndarray     # i32[<= K, L], best first
+  fin_scores: np.ndarray   # f32[<= K]
+  fin_lengths: np.ndarray  # i32[<= K]
+
+
+def host_finish(beam: HostBeam, arrive, g: HostGraph, lo: int, k: int, alpha: float, lm, gamma: float):
+  """The K best finished prefixes (kept and new ones ending at G - 1) and the alive ones' LM context."""
+  t = lo + 1
+  fin, context = finished_scores(arrive[:, -1:], g.last_lp, g.last_tok, beam.seqs, lo, beam.lm_score, t, alpha, lm,
+                                 gamma, np)  # [K', c]
+  scores = np.concatenate([beam.fin_scores, fin.ravel()])
+  keep = best_first(scores, k)
+  old = keep < len(beam.fin_scores)
+  parent, j = np.divmod(keep[~old] - len(beam.fin_scores), len(g.last_tok))
+  seqs, lengths = np.empty((len(keep), beam.seqs.shape[1]), np.int32), np.full(len(keep), t, np.int32)
+  seqs[old], lengths[old] = beam.fin_seqs[keep[old]], beam.fin_lengths[keep[old]]
+  seqs[~old] = beam.seqs[parent]
+  seqs[~old, lo] = g.last_tok[j]
+  return seqs, scores[keep], lengths, context
+
+
+def host_extend(beam: HostBeam, arrive, merged, context, g: HostGraph, lo: int, k: int, lm, gamma: float,
+                lm_pool: int):
+  """The K best alive prefixes of one more token (merged f32[K' * U]: each prefix + offered token's
+  mass; with an LM, the lm_pool x K best re-ranked with the LM term): (forward, seqs, lm_score, mass),
+  dead prefixes dropped; mass f32[K']: each one's largest forward score."""
+  n = len(g.tokens)
+  if lm is None:
+    pick = best_first(merged, k)
+    lm_score = np.zeros(len(pick), np.float32)
+  else:
+    pick = best_first(merged, lm_pool * k)
+    pool_lm = beam.lm_score[pick // n] + lm_logprob(lm, context[pick // n], g.tokens[pick % n], np)
+    chosen = best_first(merged[pick] + gamma * pool_lm, k)
+    pick, lm_score = pick[chosen], pool_lm[chosen]
+  parent, col = np.divmod(pick, n)
+  forward = (arrive[parent] + g.emit[lo:, col].T)[:, 1:]  # [K', G - t]: no prefix of t tokens sits before t
+  seqs = beam.seqs[parent]
+  seqs[:, lo] = g.tokens[col]
+  mass = forward.max(axis=1)
+  alive = np.isfinite(mass)
+  return forward[alive], seqs[alive], lm_score[alive], mass[alive]
+
+
+def cannot_improve(beam: HostBeam, mass, k: int, bound: float, gamma: float) -> bool:
+  """No alive prefix can finish among the K best: its mass (+ gamma LM) over at most bound = (G - 1)^alpha
+  bounds every output extending it."""
+  if len(beam.fin_scores) < k or not len(beam.seqs):
+    return False
+  peak = mass[:, None]
+  best = np.max(np.log(np.sum(np.exp(beam.forward - peak), axis=1)) + peak[:, 0] + gamma * beam.lm_score)
+  return bool(best / bound < beam.fin_scores[-1])
+
+
 def host_search(trans: np.ndarray, top_lp: np.ndarray, top_tok: np.ndarray, cand_lp: np.ndarray, length: int,
                 beam_size: int, alpha: float, lm: Optional[LmTables] = None, gamma: float = 0.0,
                 lm_pool: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -207,69 +332,30 @@ def host_search(trans: np.ndarray, top_lp: np.ndarray, top_tok: np.ndarray, cand
   trans f32[L, L], top_lp / top_tok [L, c], cand_lp f32[L, L*c] (beta log P of each offered token,
   top_tok flattened, at every vertex); `lm`: numpy tables (ngram_lm.host_tables).
   Returns fin_seqs i32[K, L], fin_scores f32[K], fin_lengths i32[K]."""
-  size, c = top_tok.shape
-  k, g = beam_size, int(length)
-  fin_seqs, fin_scores, fin_lengths = np.zeros((0, size), np.int32), np.zeros(0, np.float32), np.zeros(0, np.int32)
-  if g >= 2:  # else no path emits a token
-    e_trans = np.exp(trans[:g, :g])  # [G, G], 0 off the graph
-    tokens, first, which = np.unique(top_tok[1:g - 1], return_index=True, return_inverse=True)  # [U]: offered inside
-    offers = np.zeros((g, len(tokens)), np.float32)  # [G, U]: W
-    np.add.at(offers, (np.repeat(np.arange(1, g - 1), c), which.ravel()), np.exp(top_lp[1:g - 1].ravel()))
-    emit = cand_lp[:g, c + first]  # [G, U]: column c + first offers the token (at vertex 1 + first // c)
-    emit[[0, g - 1]] = -np.inf  # alive prefixes end at inner vertices
-    last_lp, last_tok = top_lp[g - 1], top_tok[g - 1]  # [c]
-    bound = (g - 1) ** alpha
-    forward = np.full((1, g), -np.inf, np.float32)  # [K', G - lo]: vertices lo .. G - 1
-    forward[0, 0] = 0.0
-    seqs, lm_score = np.zeros((1, size), np.int32), np.zeros(1, np.float32)
+  size = top_tok.shape[0]
+  k, length = beam_size, int(length)
+  forward = np.full((1, max(length, 1)), -np.inf, np.float32)
+  forward[0, 0] = 0.0
+  beam = HostBeam(forward, np.zeros((1, size), np.int32), np.zeros(1, np.float32), np.zeros((0, size), np.int32),
+                  np.zeros(0, np.float32), np.zeros(0, np.int32))
+  if length >= 2:  # else no path emits a token
+    g = host_graph(trans, top_lp, top_tok, cand_lp, length)
     lo = 0
     with np.errstate(divide='ignore'):
-      while len(seqs) and lo < size - 1:
-        t = lo + 1  # tokens of the extended prefixes
-        peak = forward.max(axis=1, keepdims=True)  # [K', 1]
-        reach = np.exp(forward - peak) @ e_trans[lo:, lo:]  # [K', G - lo]: exp(arrive - peak)
+      while len(beam.seqs) and lo < size - 1:
+        peak = beam.forward.max(axis=1, keepdims=True)  # [K', 1]
+        reach = np.exp(beam.forward - peak) @ g.e_trans[lo:, lo:]  # [K', G - lo]: exp(arrive - peak)
         arrive = np.log(reach) + peak
-        merged = (np.log(reach @ offers[lo:]) + peak).ravel()  # [K' * U]
-        fin = arrive[:, -1:] + last_lp  # [K', c]
-        if lm is not None:
-          context = lm_context(seqs, lo, lm.order, np)  # [K', n - 1]
-          fin_lm = lm_logprob(lm, np.broadcast_to(context[:, None], fin.shape + context.shape[-1:]),
-                              np.broadcast_to(last_tok, fin.shape), np)
-          fin = fin + gamma * (lm_score[:, None] + fin_lm)
-        scores = np.concatenate([fin_scores, (fin / t ** alpha).ravel()])
-        keep = best_first(scores, k)
-        old = keep < len(fin_scores)
-        parent, j = np.divmod(keep[~old] - len(fin_scores), c)
-        kept_seqs, kept_lengths = np.empty((len(keep), size), np.int32), np.full(len(keep), t, np.int32)
-        kept_seqs[old], kept_lengths[old] = fin_seqs[keep[old]], fin_lengths[keep[old]]
-        kept_seqs[~old] = seqs[parent]
-        kept_seqs[~old, lo] = last_tok[j]
-        fin_seqs, fin_lengths, fin_scores = kept_seqs, kept_lengths, scores[keep]
-        if lm is None:
-          pick = best_first(merged, k)
-          lm_score = np.zeros(len(pick), np.float32)
-        else:  # the pool of the best extensions by the graph, re-ranked with the LM term
-          pick = best_first(merged, lm_pool * k)
-          pool_lm = lm_score[pick // len(tokens)] + lm_logprob(lm, context[pick // len(tokens)],
-                                                                tokens[pick % len(tokens)], np)
-          chosen = best_first(merged[pick] + gamma * pool_lm, k)
-          pick, lm_score = pick[chosen], pool_lm[chosen]
-        parent, col = np.divmod(pick, len(tokens))
-        forward = (arrive[parent] + emit[lo:, col].T)[:, 1:]  # [K', G - t]: no prefix of t tokens sits before t
-        seqs = seqs[parent]
-        seqs[:, lo] = tokens[col]
-        mass = forward.max(axis=1)
-        alive = np.isfinite(mass)
-        forward, seqs, lm_score = forward[alive], seqs[alive], lm_score[alive]
-        lo = t
-        if len(fin_scores) == k and len(seqs):
-          peak = mass[alive][:, None]
-          best = np.max(np.log(np.sum(np.exp(forward - peak), axis=1)) + peak[:, 0] + gamma * lm_score)
-          if best / bound < fin_scores[-1]:
-            break
-  pad = k - len(fin_scores)
-  fin_scores = np.pad(fin_scores, (0, pad), constant_values=-np.inf).astype(np.float32)
-  return np.pad(fin_seqs, ((0, pad), (0, 0))), fin_scores, np.pad(fin_lengths, (0, pad))
+        merged = (np.log(reach @ g.offers[lo:]) + peak).ravel()  # [K' * U]
+        fin_seqs, fin_scores, fin_lengths, context = host_finish(beam, arrive, g, lo, k, alpha, lm, gamma)
+        forward, seqs, lm_score, mass = host_extend(beam, arrive, merged, context, g, lo, k, lm, gamma, lm_pool)
+        beam = HostBeam(forward, seqs, lm_score, fin_seqs, fin_scores, fin_lengths)
+        lo += 1
+        if cannot_improve(beam, mass, k, (length - 1) ** alpha, gamma):
+          break
+  pad = k - len(beam.fin_scores)
+  fin_scores = np.pad(beam.fin_scores, (0, pad), constant_values=-np.inf).astype(np.float32)
+  return np.pad(beam.fin_seqs, ((0, pad), (0, 0))), fin_scores, np.pad(beam.fin_lengths, (0, pad))
 
 
 def dag_beam_search_host(log_trans: jax.Array, log_probs: jax.Array, graph_lengths: jax.Array, beam_size: int,
@@ -328,7 +414,7 @@ def prepare_lm(method, options: dict, tokenizer, load_run, platform: str = 'cpu'
   if tokenizer is None:
     raise ConfigError('--decoder.lm needs the run\'s tokenizer to map the LM\'s pieces to token ids.')
   try:
-    model = ngram_lm.read_arpa(path)
+    model = arpa.read_arpa(path)
   except FileNotFoundError:
     raise ConfigError(f'--decoder.lm={path!r}: no such file; write one with '
                       '`python -m nat_jax.lm --workdir=<run>`.') from None

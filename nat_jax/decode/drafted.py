@@ -247,7 +247,7 @@ def check_drafted(method, options):
 
 def load_drafter(method, options, tokenizer, load_run, platform: str = 'cpu'):
   """The registry's prepare: (draft fn, drafter params, options of drafted_decode). Loads the drafter
-  run with `load_run(workdir)` (nat_jax.runs.load_run: runs sit above decoders, so the caller hands
+  run with `load_run(workdir)` (nat_jax.run.workdir.load_run: runs sit above decoders, so the caller hands
   it in; nat_jax.aot hands in one that builds abstract parameters from a recipe), refuses one with
   another tokenizer, and checks its decoder and options."""
   fn_options = {k: v for k, v in options.items() if k != 'drafter'}
@@ -257,7 +257,7 @@ def load_drafter(method, options, tokenizer, load_run, platform: str = 'cpu'):
   spm = os.path.join(workdir, TOKENIZER_FILE)
   if load_run is None or (tokenizer is None and os.path.exists(spm)):
     raise ConfigError('drafted needs the verifier run\'s tokenizer and a run loader to load and check the drafter '
-                      '(build_decoder(..., tokenizer=run.tokenizer, load_run=nat_jax.runs.load_run)).')
+                      '(build_decoder(..., tokenizer=run.tokenizer, load_run=nat_jax.run.workdir.load_run)).')
   if os.path.exists(spm) and not tokenizer.same_vocabulary(Tokenizer(spm)):  # before loading parameters sized for it
     raise ConfigError(f'drafter {workdir} has another tokenizer than the verifier: drafts are token ids, so both '
                       'runs must share spm.model (train the drafter with init_from or on a copy of the verifier\'s).')

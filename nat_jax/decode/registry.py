@@ -174,7 +174,7 @@ def decode_program(method, name: str, options: dict[str, Any], tokenizer=None, l
   """(fn(params, extra, src i32[B, S]) -> DecodeOutput, extra): decoder `name` on the method's view of
   `params`, a pure function to jit or to lower for another device (nat_jax.aot). `extra` holds the
   parameters of the other model a decoder with `prepare` needs (drafted: the drafter run, loaded by
-  `load_run(workdir)`, nat_jax.runs.load_run; dag_beam: its LM tables), else None; `tokenizer` is
+  `load_run(workdir)`, nat_jax.run.workdir.load_run; dag_beam: its LM tables), else None; `tokenizer` is
   the run's. `platform` ('cpu', 'gpu', 'tpu'; default: JAX's default backend) is where it will run:
   a decoder may choose its implementation by it (dag_beam's `search=auto` searches on the host
   only on a CPU)."""

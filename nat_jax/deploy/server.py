@@ -46,7 +46,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from nat_jax.errors import ConfigError
-from nat_jax.translator import Translation, Translator
+from nat_jax.run.translator import Translation, Translator
 
 log = logging.getLogger('nat_jax')
 

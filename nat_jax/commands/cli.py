@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import difflib
 import errno
-import importlib.util
 import logging
 import math
 import os
@@ -27,7 +26,8 @@ from ml_collections import config_flags
 from nat_jax import hugepages
 from nat_jax.errors import ConfigError, NatJaxError, setup_logging
 from nat_jax.files import TMP_SUFFIX
-from nat_jax.runs import Run, load_run
+from nat_jax.run.workdir import Run, load_run
+from nat_jax.training.recipes import recipe_path, load_recipe
 
 
 def quiet_logs():
@@ -254,7 +254,7 @@ def every_flag() -> dict[str, tuple[Flag, ...]]:
   """Every command's flags (each command module's COMMAND_FLAGS): with the decoder registry's
   OPTION_RULES, every option a user can set, in one table."""
   import importlib
-  return {name: importlib.import_module(f'nat_jax.{name}' + ('.__main__' if name == 'aot' else '')).COMMAND_FLAGS
+  return {name: importlib.import_module(f'nat_jax.commands.{name}').COMMAND_FLAGS
           for name in COMMANDS}
 
 
@@ -288,7 +288,6 @@ def batch_size_flag() -> Flag:
   return Flag('batch_size', 'int', 64, 'Sentences per decoding batch.', low=1, high=MAX_ROWS)
 
 
-
 # --- parsing -------------------------------------------------------------------------------------
 def parse_flags(argv: list[str]) -> list[str]:
   """absl's parse with one-line errors: an unknown flag, a bad value, a missing recipe file and an
@@ -310,21 +309,6 @@ def parse_flags(argv: list[str]) -> list[str]:
     fail(config_override_problem(recipe, argv) or f'{type(e).__name__}: {str(e).splitlines()[0]}')
 
 
-def recipe_path(given: str) -> Optional[str]:
-  """A recipe file: `given` itself if it is a file, else the recipe of that name in the `configs`
-  package (installed with nat_jax: `--config=at_bible_tiny` works from any directory), else None."""
-  if os.path.isfile(given):
-    return given
-  if os.sep in given or '/' in given:
-    return None
-  spec = importlib.util.find_spec('configs')
-  if spec is None or not spec.submodule_search_locations:
-    return None
-  name = given if given.endswith('.py') else given + '.py'
-  path = os.path.join(list(spec.submodule_search_locations)[0], name)
-  return path if os.path.isfile(path) else None
-
-
 def _flat_keys(config, prefix: str = '') -> list[str]:
   keys = []
   for key, value in config.items():
@@ -332,14 +316,6 @@ def _flat_keys(config, prefix: str = '') -> list[str]:
     if hasattr(value, 'items'):
       keys += _flat_keys(value, f'{prefix}{key}.')
   return keys
-
-
-def load_recipe(path: str):
-  """The ConfigDict of a recipe file (its get_config())."""
-  spec = importlib.util.spec_from_file_location('nat_jax_recipe', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
 
 
 def config_override_problem(recipe: Optional[str], argv: list[str]) -> Optional[str]:

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 from nat_jax.core.tokens import WIDTH_STEP
-from nat_jax.sharding import place_rows
+from nat_jax.run.sharding import place_rows
 from nat_jax.data import Tokenizer, inference_batches
 from nat_jax.errors import log
 
@@ -68,7 +68,7 @@ def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int, f
                     shrink: bool = False, mix_widths: bool = False) -> tuple[list[str], dict[str, np.ndarray]]:
   """Translate `texts` in order. Returns (translations, aux stats per sentence).
 
-  run: a nat_jax.runs.Run (or any object with config, tokenizer, params). Empty / whitespace-only
+  run: a nat_jax.run.workdir.Run (or any object with config, tokenizer, params). Empty / whitespace-only
   lines translate to ''. `first_line` numbers the lines in warnings. Batches hold `rows` sentences of
   one padded width (`shrink`: a partial batch fewer rows; `mix_widths`: of any widths, for a decoder that
   bounds each row by its own width; nat_jax.data.inference_batches). With a run on several devices

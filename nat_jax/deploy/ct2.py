@@ -49,7 +49,7 @@ from nat_jax.core.tokens import BOS_ID, EOS_ID, LENGTH_MARGIN, LENGTH_RATIO, UNK
 from nat_jax.decode.interfaces import DecodeOutput
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
-from nat_jax.runs import CONFIG_FILE
+from nat_jax.run.workdir import CONFIG_FILE
 
 FORMATS = ('ctranslate2',)
 # CTranslate2's weight types, less bfloat16 and int8_bfloat16 (its converter needs torch for those).
@@ -213,7 +213,7 @@ def transformer_spec(params, model_cfg, pieces: list[str], position_rows: int = 
 
 
 def export_ctranslate2(run, out_dir: str, quantization: str = 'float32', source: str = '') -> str:
-  """Write `run` (a nat_jax.runs.Run, or any object with config, method, params, tokenizer, meta) as a
+  """Write `run` (a nat_jax.run.workdir.Run, or any object with config, method, params, tokenizer, meta) as a
   CTranslate2 model directory `out_dir` (must not exist, or be empty); returns out_dir.
 
   Built in `<out_dir>.tmp<pid>`, loaded once by ctranslate2.Translator, then renamed: a failure leaves

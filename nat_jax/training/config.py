@@ -1,0 +1,158 @@
+"""A recipe's checks before any work: its values (validate_config), whether its parameters, optimizer
+state and logits fit a device (check_fits), and that a resumed workdir holds the same model; config.json."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+import jax
+import ml_collections
+
+from nat_jax.run import checkpoint
+from nat_jax.decode import check_decoder, parse_options
+from nat_jax.errors import ConfigError, log
+from nat_jax.files import write_atomic
+from nat_jax.methods import get_method
+from nat_jax.run.workdir import CONFIG_FILE, read_run_config
+
+
+MAX_LEN = 4096                  # tokens per side: attention over more does not fit a batch row's memory
+
+
+MAX_TOKENS_PER_BATCH = 1 << 20  # rows x padded length of one micro-batch
+
+
+# Config keys whose change makes a run's checkpoints another model's: refused on resume.
+MODEL_KEYS = ('model', 'vocab_size', 'max_len', 'max_decode_len')
+
+
+def validate_config(config: ml_collections.ConfigDict):
+  """Every check that needs no data, before any work: sizes, intervals, the method and its section,
+  and the validation / test decoders (known, offered by the method, options valid)."""
+  checks = [
+      (config.total_steps > 0, 'total_steps must be > 0'),
+      (config.tokens_per_batch >= config.max_len, 'tokens_per_batch must be >= max_len'),
+      (config.grad_accum_steps >= 1, 'grad_accum_steps must be >= 1'),
+      (config.num_buckets >= 1, 'num_buckets must be >= 1'),
+      (config.max_len >= 8, 'max_len must be >= 8'),
+      (config.max_decode_len >= 1, 'max_decode_len must be >= 1'),
+      (config.vocab_size >= 16, 'vocab_size must be >= 16'),
+      (config.decode_batch_size >= 1, 'decode_batch_size must be >= 1'),
+      (min(config.log_every, config.eval_every, config.checkpoint_every) >= 1,
+       'log_every, eval_every and checkpoint_every must be >= 1'),
+      (min(config.keep_checkpoints, config.keep_best, config.test_average) >= 1,
+       'keep_checkpoints, keep_best and test_average must be >= 1'),
+      (config.eval_max_sentences >= 0, 'eval_max_sentences must be >= 0 (0 = all)'),
+      (config.warmup_steps >= 0, 'warmup_steps must be >= 0'),
+      (0 <= config.learning_rate <= 1, 'learning_rate must be in [0, 1] (0: frozen; Adam takes steps of about '
+                                         'this size, so a larger one diverges)'),
+      (0.0 <= config.data.get('raw_prob', 0.0) <= 1.0, 'data.raw_prob must be in [0, 1]'),
+      (0 <= config.label_smoothing < 1, 'label_smoothing must be in [0, 1)'),
+      (0 <= config.weight_decay <= 1, 'weight_decay must be in [0, 1]'),
+      (0 <= config.adam_b1 < 1 and 0 <= config.adam_b2 < 1, 'adam_b1 and adam_b2 must be in [0, 1)'),
+      (0 <= config.clip_norm < math.inf, 'clip_norm must be a finite number >= 0 (0: no clipping)'),
+      (0 <= config.model.dropout < 1 and 0 <= config.model.attention_dropout < 1,
+       'model.dropout and model.attention_dropout must be in [0, 1)'),
+      (min(config.model.d_model, config.model.num_heads, config.model.d_ff, config.model.enc_layers) >= 1
+       and config.model.dec_layers >= 0, 'model.d_model, num_heads, d_ff and enc_layers must be >= 1'),
+      (config.model.d_model % max(config.model.num_heads, 1) == 0, 'model.d_model must be a multiple of num_heads'),
+      (config.max_len <= MAX_LEN and config.max_decode_len <= MAX_LEN,
+       f'max_len and max_decode_len must be <= {MAX_LEN}'),
+      (config.cooldown_steps >= 0, 'cooldown_steps must be >= 0'),
+  ]
+  for ok, msg in checks:
+    if not ok:
+      raise ConfigError(f'Bad config: {msg}.')
+  method = get_method(config, config.vocab_size)  # an unknown method or a bad section: ConfigError
+  for key in ('eval_decoder', 'test_decoder'):
+    try:
+      check_decoder(method, config[key], parse_options(config[key], {}))
+    except ConfigError as e:
+      raise ConfigError(f'config.{key}={config[key]!r}: {e}') from None
+
+
+def estimated_parameters(config) -> int:
+  """About how many parameters the config's encoder-decoder has: embeddings (shared or not, counted
+  twice), attention and feed-forward blocks (a method's heads are small beside them)."""
+  m = config.model
+  d, ff = m.d_model, m.d_ff
+  return 2 * config.vocab_size * d + m.enc_layers * (4 * d * d + 2 * d * ff) + m.dec_layers * (8 * d * d + 2 * d * ff)
+
+
+def device_memory_bytes() -> int:
+  """Memory of one device: its `bytes_limit` where the backend reports it (GPU, TPU), else the host's RAM."""
+  stats = jax.local_devices()[0].memory_stats() or {}
+  if stats.get('bytes_limit'):
+    return int(stats['bytes_limit'])
+  return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+
+
+def fit_bytes(config) -> tuple[float, float]:
+  """(parameters and Adam state, the output logits and their gradient) in bytes per device, in fp32: 16
+  bytes a parameter split over `mesh.model_parallel` devices, and 8 bytes a logit of a micro-batch
+  ([rows, length] = tokens_per_batch positions x vocab_size) split over the data-parallel devices. Both
+  are floors: the other activations (per layer, attention) come on top."""
+  model_parallel = max(config.mesh.model_parallel, 1)
+  data_parallel = max(jax.device_count() // model_parallel, 1)
+  return (16 * estimated_parameters(config) / model_parallel,
+          8 * config.tokens_per_batch * config.vocab_size / data_parallel)
+
+
+def check_fits(config):
+  """ConfigError when training this config here cannot fit: a micro-batch of more than
+  MAX_TOKENS_PER_BATCH tokens, or parameters, their gradients and Adam's two moments plus the
+  micro-batch's output logits and their gradient (`fit_bytes`) beyond one device's memory: refused
+  before anything is allocated. Those are floors: a config that passes may still need a smaller
+  tokens_per_batch for its other activations. (`nat_jax.aot` does not ask this: it compiles for
+  another chip and reports the fit.)"""
+  if config.tokens_per_batch > MAX_TOKENS_PER_BATCH:
+    raise ConfigError(f'Bad config: tokens_per_batch must be <= {MAX_TOKENS_PER_BATCH} (use grad_accum_steps for '
+                      'larger batches).')
+  state, logits = fit_bytes(config)
+  have = device_memory_bytes()
+  if state + logits > have:
+    raise ConfigError(f'Bad config: about {estimated_parameters(config) / 1e6:,.0f}M parameters and their optimizer '
+                      f'state ({state / 2**30:,.1f} GiB per device) and a micro-batch\'s output logits and their '
+                      f'gradient ({logits / 2**30:,.1f} GiB: tokens_per_batch {config.tokens_per_batch} x vocab_size '
+                      f'{config.vocab_size}) need more than the {have / 2**30:,.1f} GiB one device has; lower '
+                      'tokens_per_batch (grad_accum_steps keeps the update size), make the model smaller or split '
+                      'it over more devices (mesh.model_parallel).')
+
+
+def check_same_model(workdir: str, config):
+  """ConfigError, before any work, when `workdir` holds a run (checkpoints or test results) of another
+  model than `config`: another method, sizes, vocabulary or length bounds (MODEL_KEYS and the method's
+  own section). Training on would set its checkpoints aside and overwrite its config and results."""
+  path = os.path.join(workdir, CONFIG_FILE)
+  has_run = os.path.exists(os.path.join(workdir, 'test_results.json')) or checkpoint.has_checkpoints(workdir)
+  if not (has_run and os.path.exists(path)):
+    return
+  old, new = read_run_config(path).to_dict(), json.loads(config.to_json_best_effort())
+  keys = MODEL_KEYS + (new['model']['method'],)
+  differ = [f'{k}{"." + s if s else ""}: {a!r} -> {b!r}' for k in keys
+            for s, a, b in dict_diff(old.get(k), new.get(k))]
+  if differ:
+    raise ConfigError(f'--workdir={workdir} holds a trained run of another model ({"; ".join(differ[:5])}'
+                      f'{" ..." if len(differ) > 5 else ""}); use a new --workdir, or the run\'s own config '
+                      f'to resume it.')
+
+
+def dict_diff(a, b, prefix: str = '') -> list[tuple[str, Any, Any]]:
+  """(key path, a's value, b's value) for each leaf where the nested dicts `a` and `b` differ."""
+  if isinstance(a, dict) and isinstance(b, dict):
+    return [d for k in sorted(set(a) | set(b))
+            for d in dict_diff(a.get(k), b.get(k), f'{prefix}.{k}' if prefix else k)]
+  return [] if a == b else [(prefix, a, b)]
+
+
+def write_config(workdir: str, config):
+  path = os.path.join(workdir, CONFIG_FILE)
+  new = json.loads(config.to_json_best_effort())
+  if os.path.exists(path):
+    old = read_run_config(path).to_dict()
+    changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if changed:
+      log.warning('the config differs from the one saved in %s in %s; using the new values.', path, changed)
+  write_atomic(path, json.dumps(new, indent=2, sort_keys=True))
