@@ -23,12 +23,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nat_jax.run.resources import Resources
 from nat_jax.commands import cli
 from nat_jax import decode
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.decode.drafted import drafted_decode, parse_drafter, redrafter
-from nat_jax.decode.interfaces import WindowDrafter
+from nat_jax.views import WindowDrafter
 from nat_jax.methods.autoregressive import autoregressive_inputs
 from nat_jax.models.transformer import Transformer
 from nat_jax.run.workdir import load_run
@@ -91,7 +92,7 @@ def main(_):
   for block in blocks:
     drafted = decode.build_decoder(run.method, 'drafted', {'drafter': FLAGS.drafter, 'block': str(block),
                                                            'update': FLAGS.update},
-                                   tokenizer=run.tokenizer, load_run=load_run)[0]
+                                   resources=Resources(run.tokenizer, load=load_run))[0]
     perfect = jax.jit(lambda p, src, draft, b=block: drafted_decode(build(p), src, draft, block=b))
     fns[f'drafted, block {block}'] = lambda src, g, fn=drafted: fn(run.params, src)
     fns[f'perfect free draft, block {block}'] = lambda src, g, fn=perfect: fn(run.params, src, g)

@@ -34,7 +34,7 @@ from benchmarks import sized_models
 from nat_jax.commands import cli
 from nat_jax import decode
 from nat_jax.core.reduce import argmax
-from nat_jax.decode.interfaces import LeftToRightScorer
+from nat_jax.views import LeftToRightScorer
 from nat_jax.errors import ConfigError
 from nat_jax.evaluation.timing import alternated, machine
 

@@ -54,7 +54,7 @@ from nat_jax.training import recipes
 from nat_jax import decode
 from nat_jax.data import load_or_train_tokenizer, load_split
 from nat_jax.data.tokenizer import TOKENIZER_FILE
-from nat_jax.decode.interfaces import LeftToRightScorer
+from nat_jax.views import LeftToRightScorer
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
 from nat_jax.evaluation.timing import alternated, machine, timed

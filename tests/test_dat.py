@@ -14,6 +14,7 @@ import numpy as np
 import optax
 import pytest
 
+from nat_jax.run.resources import Resources
 from nat_jax.viz import dag as dag_pictures
 from nat_jax.training.loop import train_and_evaluate
 from nat_jax import decode
@@ -449,12 +450,13 @@ def test_lm_of_the_training_targets_drives_dag_beam(dat_run, tmp_path):
   assert words and all((w,) in model for w in words) and ('</s>',) in model
   texts = ['In the beginning', 'God said', '']
   plain, _ = decode.build_decoder(run.method, 'dag_beam', {})
-  with_lm, _ = decode.build_decoder(run.method, 'dag_beam', {'lm': out, 'gamma': '0'}, tokenizer=run.tokenizer)
+  resources = Resources(run.tokenizer)
+  with_lm, _ = decode.build_decoder(run.method, 'dag_beam', {'lm': out, 'gamma': '0'}, resources=resources)
   assert translate_texts(run, texts, plain, 4)[0] == translate_texts(run, texts, with_lm, 4)[0]
   on = {search: decode.build_decoder(run.method, 'dag_beam', {'lm': out, 'gamma': '0.5', 'search': search},
-                                     tokenizer=run.tokenizer)[0] for search in ('host', 'device')}
+                                     resources=Resources(run.tokenizer))[0] for search in ('host', 'device')}
   assert translate_texts(run, texts, on['host'], 4)[0] == translate_texts(run, texts, on['device'], 4)[0]
   with pytest.raises(ConfigError, match='host or device'):
     decode.build_decoder(run.method, 'dag_beam', {'search': 'gpu'})
   with pytest.raises(ConfigError, match='nat_jax.lm'):
-    decode.build_decoder(run.method, 'dag_beam', {'lm': str(tmp_path / 'none.arpa')}, tokenizer=run.tokenizer)
+    decode.build_decoder(run.method, 'dag_beam', {'lm': str(tmp_path / 'none.arpa')}, resources=resources)

@@ -97,7 +97,7 @@ def test_inference_pads_sources_at_most_7_tokens_past_the_longest():
   """translate_texts pads each batch to the next multiple of 8 (or max_len): a 30-token source gets
   width 32, so a DA-Transformer graph (lambda x width) is within 7 x lambda of lambda x the real length."""
   from types import SimpleNamespace
-  from nat_jax.decode.interfaces import DecodeOutput
+  from nat_jax.views import DecodeOutput
   from nat_jax.run.translation import source_lengths, translate_texts
 
   class WordTokenizer:

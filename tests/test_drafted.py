@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from nat_jax.run.resources import Resources
 from nat_jax import decode
 from nat_jax.data.tokenizer import train_model
 from nat_jax.decode import LeftToRightScorer
@@ -177,7 +178,7 @@ def test_a_run_drafting_for_itself_gives_greedy_in_few_passes(trained_run):
   want, want_aux = translate_texts(run, texts, greedy, 4)
   for block in ('2', '8'):
     fn, options = decode.build_decoder(run.method, 'drafted', {'drafter': f'{trained_run}:greedy', 'block': block},
-                                       tokenizer=run.tokenizer, load_run=load_run)
+                                       resources=Resources(run.tokenizer, load=load_run))
     got, aux = translate_texts(run, texts, fn, 4)
     assert got == want and options['block'] == int(block)
     keep = [0, 2, 3]
@@ -195,7 +196,8 @@ def test_drafter_with_another_tokenizer_is_refused(trained_run, corpus, tmp_path
   with open(os.path.join(other, 'spm.model'), 'wb') as f:
     f.write(train_model(texts, 350))
   with pytest.raises(ConfigError, match='another tokenizer than the verifier'):
-    decode.build_decoder(run.method, 'drafted', {'drafter': other}, tokenizer=run.tokenizer, load_run=load_run)
+    decode.build_decoder(run.method, 'drafted', {'drafter': other},
+                         resources=Resources(run.tokenizer, load=load_run))
 
 
 @pytest.mark.parametrize('overrides,message', [
@@ -208,15 +210,15 @@ def test_drafter_with_another_tokenizer_is_refused(trained_run, corpus, tmp_path
 def test_bad_drafted_options_are_config_errors(trained_run, overrides, message):
   run = load_run(trained_run)
   with pytest.raises(ConfigError) as e:
-    decode.build_decoder(run.method, 'drafted', overrides, tokenizer=run.tokenizer, load_run=load_run)
+    decode.build_decoder(run.method, 'drafted', overrides, resources=Resources(run.tokenizer, load=load_run))
   assert message in str(e.value)
 
 
 def test_drafter_decoder_must_run_on_the_drafter(trained_run):
   run = load_run(trained_run)
   with pytest.raises(ConfigError, match="needs a GraphPredictor"):
-    decode.build_decoder(run.method, 'drafted', {'drafter': f'{trained_run}:dag_lookahead'}, tokenizer=run.tokenizer,
-                         load_run=load_run)
+    decode.build_decoder(run.method, 'drafted', {'drafter': f'{trained_run}:dag_lookahead'},
+                         resources=Resources(run.tokenizer, load=load_run))
   with pytest.raises(ConfigError, match="drafter decoder 'drafted'"):
-    decode.build_decoder(run.method, 'drafted', {'drafter': f'{trained_run}:drafted'}, tokenizer=run.tokenizer,
-                         load_run=load_run)
+    decode.build_decoder(run.method, 'drafted', {'drafter': f'{trained_run}:drafted'},
+                         resources=Resources(run.tokenizer, load=load_run))

@@ -20,7 +20,7 @@ LAYERS = {
     'nat_jax.aot.__main__': 9,  # the `python -m nat_jax.aot` alias of nat_jax.commands.aot
     'nat_jax.data': 1, 'nat_jax.models': 1, 'nat_jax.losses': 1, 'nat_jax.run.sharding': 1,
     'nat_jax.evaluation.scoring': 1, 'nat_jax.run.summaries': 1,
-    'nat_jax.decode.interfaces': 2,  # the seam: methods offer these Protocols, decoders consume them
+    'nat_jax.views': 2,  # the seam: methods offer these Protocols, decoders consume them
     'nat_jax.methods': 3, 'nat_jax.decode': 3,
     'nat_jax.run': 4,  # a trained run: checkpoints, train state, translation, workdir, the Translator
     'nat_jax.training': 5,  # the loop, its steps and bookkeeping; distillation
@@ -73,7 +73,7 @@ def test_every_import_points_down():
   for module, path in modules():
     for imported, line in nat_jax_imports(path, module):
       if subpackage(imported) == subpackage(module) and subpackage(module) != 'nat_jax':
-        continue  # inside one subpackage (nat_jax.decode.greedy -> nat_jax.decode.interfaces)
+        continue  # inside one subpackage (nat_jax.decode.greedy -> nat_jax.views)
       if imported == 'nat_jax' or imported == module:
         continue
       if layer(imported) >= layer(module):
@@ -123,12 +123,35 @@ def test_decoders_methods_and_runs_load_without_tensorflow_datasets():
 
 
 def test_decoders_and_methods_take_token_ids_from_core():
-  """The special token ids come from nat_jax.core.tokens (the leaf), not from the tokenizer's module,
-  in every method and decoder but `drafted`, which reads a drafter run's tokenizer file."""
+  """The special token ids come from nat_jax.core.tokens (the leaf), not from the tokenizer's module, in
+  every method and decoder."""
   for module, path in modules():
-    if module.startswith(('nat_jax.methods', 'nat_jax.decode')) and module != 'nat_jax.decode.drafted':
+    if module.startswith(('nat_jax.methods', 'nat_jax.decode')):
       data = [m for m, _ in nat_jax_imports(path, module) if m.startswith('nat_jax.data')]
       assert not data, f'{module} imports {data}'
+
+
+def test_decoders_read_no_files():
+  """A decoder sees views and options; what it needs from files (a drafter run, an ARPA model) the run
+  layer loads and hands it (nat_jax.run.resources). No decoder module imports os or calls open(), but
+  arpa.py, the ARPA format the run layer reads with."""
+  readers = []
+  for module, path in modules():
+    if module.startswith('nat_jax.decode') and module != 'nat_jax.decode.arpa':
+      for node in ast.walk(ast.parse(open(path, encoding='utf-8').read())):
+        if isinstance(node, ast.Import) and any(a.name in ('os', 'os.path', 'pathlib') for a in node.names):
+          readers.append(f'{module}:{node.lineno} imports os')
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == 'open':
+          readers.append(f'{module}:{node.lineno} calls open()')
+  assert not readers, readers
+
+
+def test_the_seam_loads_no_decoder_and_no_method():
+  """nat_jax.views, which methods implement and decoders consume, imports neither side."""
+  code = ('import sys, nat_jax.views; '
+          'print(sorted(m for m in sys.modules if m.startswith(("nat_jax.decode", "nat_jax.methods"))))')
+  out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO, timeout=300)
+  assert out.returncode == 0 and out.stdout.strip() == '[]', (out.stdout, out.stderr[-2000:])
 
 
 COMMAND_HELPERS = ('nat_jax.commands.cli', 'nat_jax.commands.measuring')  # shared by commands, not commands
@@ -145,10 +168,10 @@ def test_no_command_imports_another():
 
 
 def test_top_level_holds_the_rooms_and_the_command_aliases():
-  """nat_jax/ holds subpackages (the rooms), a few leaf modules, and for each command a one-line alias
-  that keeps `python -m nat_jax.<command>` (DESIGN.md's command lines): nothing else."""
+  """nat_jax/ holds subpackages (the rooms), a few leaf modules (views.py: the seam), and for each
+  command a one-line alias that keeps `python -m nat_jax.<command>` (DESIGN.md's command lines)."""
   from nat_jax.commands.cli import COMMANDS
-  leaves = {'__init__', 'errors', 'files', 'hugepages'}
+  leaves = {'__init__', 'errors', 'files', 'hugepages', 'views'}
   aliases = set(COMMANDS) - {'aot'}  # `python -m nat_jax.aot` is the aot package's __main__
   top = {name[:-3] for name in os.listdir(PACKAGE) if name.endswith('.py')}
   assert top == leaves | aliases, sorted(top ^ (leaves | aliases))

@@ -12,12 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from nat_jax.run.resources import Resources
 from nat_jax import decode
 from nat_jax.core.graph import IMPOSSIBLE
 from nat_jax.decode.dag import dag_lookahead
 from nat_jax.decode.drafted import drafted_decode
 from nat_jax.decode.greedy import greedy_decode
-from nat_jax.decode.interfaces import Graph, GraphPredictor, LeftToRightScorer, MaskPredictor
+from nat_jax.views import Graph, GraphPredictor, LeftToRightScorer, MaskPredictor
 from nat_jax.decode.redraft import MaskRedrafter, graph_redrafter, mask_redrafter
 from nat_jax.errors import ConfigError
 from tests.conftest import random_model
@@ -214,7 +215,7 @@ def test_redraft_through_the_registry(corpus):
   at, at_params = random_model(corpus, vocab_size=9)
   dat, dat_params = random_model(corpus, vocab_size=9, seed=5, **{'model.method': 'dat'})
   runs = {'dat': FakeRun(dat, dat_params), 'at': FakeRun(at, at_params)}
-  build = functools.partial(decode.build_decoder, at, 'drafted', tokenizer=object(), load_run=runs.__getitem__)
+  build = functools.partial(decode.build_decoder, at, 'drafted', resources=Resources(object(), load=runs.__getitem__))
   greedy, _ = decode.build_decoder(at, 'greedy', {})
   want = greedy(at_params, SOURCES)
   for spec in ('dat', 'dat:dag_lookahead'):
@@ -227,5 +228,5 @@ def test_redraft_through_the_registry(corpus):
       build(overrides)
   hrt, _ = random_model(corpus, vocab_size=9, **{'model.method': 'hrt', 'hrt.chunk': 2})
   with pytest.raises(ConfigError, match='one token per step in text order'):
-    decode.build_decoder(hrt, 'drafted', {'drafter': 'dat', 'update': 'redraft'}, tokenizer=object(),
-                         load_run=runs.__getitem__)
+    decode.build_decoder(hrt, 'drafted', {'drafter': 'dat', 'update': 'redraft'}, resources=Resources(object(),
+                         load=runs.__getitem__))

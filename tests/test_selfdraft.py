@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from nat_jax.run.resources import Resources
 from nat_jax import decode
 from nat_jax.training.loop import train_and_evaluate
 from nat_jax.decode import LeftToRightScorer
@@ -173,10 +174,10 @@ def test_selfdraft_training_keeps_the_verifier_and_drafts_both_ways(trained_run,
   lines = ['In the beginning God created the heavens and the earth.', 'And God said, Let there be light.']
 
   def translations(run, name, options):
-    fn, _ = decode.build_decoder(run.method, name, options, tokenizer=run.tokenizer, load_run=load_run)
+    fn, _ = decode.build_decoder(run.method, name, options, resources=Resources(run.tokenizer, load=load_run))
     return translate_texts(run, lines, fn, 2)[0]
   want = translations(at, 'greedy', {})
   assert translations(selfdraft, 'drafted', {}) == want
   assert translations(at, 'drafted', {'drafter': workdir}) == want
   with pytest.raises(ConfigError, match='drafted needs a drafter'):
-    decode.build_decoder(at.method, 'drafted', {}, tokenizer=at.tokenizer)
+    decode.build_decoder(at.method, 'drafted', {}, resources=Resources(at.tokenizer))

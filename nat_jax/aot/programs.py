@@ -28,7 +28,7 @@ from nat_jax.aot.targets import Target, shard_bytes
 from nat_jax.core.packing import PACKING_KEYS
 from nat_jax.core.tokens import decode_length_bound
 from nat_jax.data.batching import bucket_shapes, packed_shape
-from nat_jax.decode.interfaces import HybridScorer, LeftToRightScorer, MaskPredictor, WindowDrafter
+from nat_jax.views import HybridScorer, LeftToRightScorer, MaskPredictor, WindowDrafter
 from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
 from nat_jax.training.steps import compile_steps
@@ -182,12 +182,14 @@ def decode_programs(setup: Setup, names: Sequence[str], batch_sizes: Sequence[in
   each batch size, for the target's platform (dag_beam's `search=auto` is the device search on an
   accelerator). `load_run` builds the runs a decoder loads (drafted's drafter) abstractly. Sources are
   `width` tokens wide (default: the recipe's longest)."""
+  from nat_jax.run.resources import Resources  # as abstract_run_loader's Run: loaded when decoders compile
   programs = []
   per_decoder = decoder_overrides(names, overrides or {})
   for name in names:
     options = decode.parse_options(name, per_decoder[name])
     decode.check_decoder(setup.method, name, options)
-    fn, extra = decode.decode_program(setup.method, name, options, None, load_run, setup.target.platform)
+    fn, extra = decode.decode_program(setup.method, name, options, Resources(None, load_run) if load_run else None,
+                                     setup.target.platform)
     for rows in batch_sizes:
       programs.append(Program(f'decode {name} b={rows}', 'decode', jax.jit(fn), (setup.params, extra,
                                                                                  source(setup, rows, width))))

@@ -1,8 +1,6 @@
-"""Decoders: method-agnostic functions over the views a method offers (nat_jax.decode.interfaces).
+"""Decoders: method-agnostic functions over the views a method offers (nat_jax.views).
 
   registry.py    `--decoder=<name> [--decoder.<opt>=<v>]` -> jitted (params, src) -> DecodeOutput
-  interfaces.py  LeftToRightScorer, GraphPredictor, MaskPredictor, HybridScorer (the Protocols decoders
-                 need), DecodeOutput
   lengths.py     a decoder's max_len option against its view's bound, in steps (the bound itself and
                  where a sequence ends, first EOS: nat_jax.core.tokens)
   greedy.py, beam.py, jacobi.py    left-to-right decoders (LeftToRightScorer; greedy and Jacobi take
@@ -19,8 +17,8 @@ A new decoder is a function `fn(view, src, **options) -> DecodeOutput` registere
 `@register_decoder('name', <Protocol>, **typed option defaults)`; it then runs on every method
 whose `views()` offers that Protocol.
 """
-from nat_jax.decode.interfaces import (DecodeOutput, Graph, GraphPredictor, HybridScorer, LeftToRightScorer,
-                                       MaskPredictor, WindowDrafter)
+from nat_jax.views import (DecodeOutput, Graph, GraphPredictor, HybridScorer, LeftToRightScorer, MaskPredictor,
+                           RunResources, WindowDrafter)
 from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, check_decoder, cuts_rows, decode_program,
                                      decoders_for, describe_options, make_decode_fn, method_view, parse_options,
                                      register_decoder)

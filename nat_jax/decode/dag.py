@@ -6,7 +6,7 @@ tokens i32[B, L] (left-aligned, 0-padded) and lengths i32[B]; an empty graph (G 
 empty output.
 
 Registered decoders (`dag_greedy`, `dag_lookahead`, `dag_joint_viterbi`) run on a GraphPredictor
-view (nat_jax.decode.interfaces), one jitted call per batch. Greedy's path depends on the
+view (nat_jax.views), one jitted call per batch. Greedy's path depends on the
 transitions only, so it projects just the vertices on its path onto the vocabulary (gathered into
 L slots, since the path is walked to the last vertex before repeats are removed and the length
 bound applied, so on a CPU it costs about what projecting the whole graph does); lookahead and
@@ -19,7 +19,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from nat_jax.decode.interfaces import DecodeOutput, GraphPredictor
+from nat_jax.views import DecodeOutput, GraphPredictor
 from nat_jax.decode.registry import register_decoder
 from nat_jax.core.graph import IMPOSSIBLE, clean_log, transition_mask, viterbi_backtrace, viterbi_forward
 from nat_jax.core.tokens import clean_path_tokens

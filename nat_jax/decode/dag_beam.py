@@ -28,7 +28,7 @@ an LM and the device's with one, and `--decoder.search=auto` (the default) picks
 (docs/benchmarks.md 12.3); on an accelerator `auto` is the device search (no host callback).
 
 With an n-gram LM (`lm`: an ARPA file over the target pieces, e.g. `python -m nat_jax.lm`'s; read
-by nat_jax.decode.arpa) the score is the reference's (log P(y) + gamma log10 P_lm(y)) / |y|^alpha,
+by the run layer, nat_jax.run.resources) the score is the reference's (log P(y) + gamma log10 P_lm(y)) / |y|^alpha,
 P_lm over every token of y from <s> on, its last (EOS) as </s>. The LM term is added to the
 `lm_pool` x K best extensions by the graph score (the reference scores every candidate it keeps
 after top_cand and top_p; here a pool of the best, so an extension far down the graph's ranking
@@ -45,8 +45,8 @@ import numpy as np
 
 from nat_jax.core.graph import clean_log, transition_mask
 from nat_jax.core.tokens import BOS_ID, clean_path_tokens
-from nat_jax.decode.interfaces import DecodeOutput, GraphPredictor
-from nat_jax.decode import arpa, ngram_lm
+from nat_jax.views import DecodeOutput, GraphPredictor, RunResources
+from nat_jax.decode import ngram_lm
 from nat_jax.decode.ngram_lm import LmTables, lm_logprob
 from nat_jax.decode.registry import register_decoder
 from nat_jax.errors import ConfigError
@@ -399,11 +399,11 @@ def chosen_search(options: dict, platform: str = 'cpu', devices: int = 1) -> str
   return 'device' if options['lm'] or platform != 'cpu' or devices > 1 else 'host'
 
 
-def prepare_lm(method, options: dict, tokenizer, load_run, platform: str = 'cpu'):
-  """The registry's prepare: resolve `search` for `platform`, and read `lm` (an ARPA file over the run's
-  sentencepiece pieces) into LmTables once; `dag_beam` gets them as `lm_tables`, as device arrays (jit
-  arguments) for the device search, as numpy arrays (held by the host search's callback) for the host
-  one. Without an LM, nothing."""
+def prepare_lm(method, options: dict, resources: Optional[RunResources], platform: str = 'cpu'):
+  """The registry's prepare: resolve `search` for `platform`, and turn `lm` (an ARPA file over the run's
+  sentencepiece pieces, read by the run layer: `resources.ngram_model`) into LmTables once; `dag_beam`
+  gets them as `lm_tables`, as device arrays (jit arguments) for the device search, as numpy arrays (held
+  by the host search's callback) for the host one. Without an LM, nothing."""
   options = dict(options, search=chosen_search(options, platform, jax.device_count()))
   if options['search'] == 'host' and jax.device_count() > 1:
     raise ConfigError(f'--decoder.search=host searches on one device; this process has {jax.device_count()} (a '
@@ -411,16 +411,10 @@ def prepare_lm(method, options: dict, tokenizer, load_run, platform: str = 'cpu'
   path = options.pop('lm')
   if not path:
     return (lambda extra, src: {}), None, options
-  if tokenizer is None:
+  if resources is None or resources.tokenizer is None:
     raise ConfigError('--decoder.lm needs the run\'s tokenizer to map the LM\'s pieces to token ids.')
-  try:
-    model = arpa.read_arpa(path)
-  except FileNotFoundError:
-    raise ConfigError(f'--decoder.lm={path!r}: no such file; write one with '
-                      '`python -m nat_jax.lm --workdir=<run>`.') from None
-  except ValueError as e:
-    raise ConfigError(f'--decoder.lm={path!r}: {e}') from None
-  tables = ngram_lm.build_tables(model, tokenizer.word_ids(), tokenizer.vocab_size)
+  tokenizer = resources.tokenizer
+  tables = ngram_lm.build_tables(resources.ngram_model(path), tokenizer.word_ids(), tokenizer.vocab_size)
   if options['search'] == 'host':
     return (lambda extra, src: {}), None, {**options, 'lm_tables': ngram_lm.host_tables(tables)}
   return (lambda extra, src: {'lm_tables': extra}), tables, options

@@ -40,16 +40,14 @@ run, no drafter named), or from any function of the source or any WindowDrafter 
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Optional
 
 import flax
 import jax
 import jax.numpy as jnp
 
-from nat_jax.data.tokenizer import TOKENIZER_FILE, Tokenizer
 from nat_jax.decode.loop import decode_loop
-from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer, WindowDrafter, one_token_per_step_message
+from nat_jax.views import DecodeOutput, LeftToRightScorer, RunResources, WindowDrafter, one_token_per_step_message
 from nat_jax.decode.jacobi import final_eos, leading_run
 from nat_jax.core.rows import row_slices, row_updates
 from nat_jax.core.tokens import BOS_ID, through_first_eos
@@ -245,23 +243,18 @@ def check_drafted(method, options):
                       f'text order (an AT run); method {method.name!r} does not: use update=jacobi or draft.')
 
 
-def load_drafter(method, options, tokenizer, load_run, platform: str = 'cpu'):
-  """The registry's prepare: (draft fn, drafter params, options of drafted_decode). Loads the drafter
-  run with `load_run(workdir)` (nat_jax.run.workdir.load_run: runs sit above decoders, so the caller hands
-  it in; nat_jax.aot hands in one that builds abstract parameters from a recipe), refuses one with
-  another tokenizer, and checks its decoder and options."""
+def load_drafter(method, options, resources: Optional[RunResources], platform: str = 'cpu'):
+  """The registry's prepare: (draft fn, drafter params, options of drafted_decode). The drafter run comes
+  from the run layer (`resources.drafter_run(workdir)`, which refuses one with another tokenizer;
+  nat_jax.aot's builds abstract parameters from a recipe); here its decoder and options are checked."""
   fn_options = {k: v for k, v in options.items() if k != 'drafter'}
   if not options['drafter']:  # a self-drafting run: its scorer carries its head
     return (lambda params, src: {}), None, fn_options
   workdir, name, overrides = parse_drafter(options['drafter'])
-  spm = os.path.join(workdir, TOKENIZER_FILE)
-  if load_run is None or (tokenizer is None and os.path.exists(spm)):
-    raise ConfigError('drafted needs the verifier run\'s tokenizer and a run loader to load and check the drafter '
-                      '(build_decoder(..., tokenizer=run.tokenizer, load_run=nat_jax.run.workdir.load_run)).')
-  if os.path.exists(spm) and not tokenizer.same_vocabulary(Tokenizer(spm)):  # before loading parameters sized for it
-    raise ConfigError(f'drafter {workdir} has another tokenizer than the verifier: drafts are token ids, so both '
-                      'runs must share spm.model (train the drafter with init_from or on a copy of the verifier\'s).')
-  run = load_run(workdir)  # its error names what is missing
+  if resources is None:
+    raise ConfigError('drafted needs the run layer to load the drafter run (build_decoder(..., '
+                      'resources=nat_jax.run.resources.Resources(run.tokenizer))).')
+  run = resources.drafter_run(workdir)
   if options['update'] == 'redraft':
     return redrafter(run, name, overrides, options['block']), run.params, fn_options
   if not name and WindowDrafter in run.method.views():

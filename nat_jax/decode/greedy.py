@@ -13,7 +13,7 @@ import flax
 import jax
 import jax.numpy as jnp
 
-from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
+from nat_jax.views import DecodeOutput, LeftToRightScorer
 from nat_jax.core.tokens import BOS_ID, EOS_ID, ceil_div, through_first_eos
 from nat_jax.decode.loop import decode_loop
 from nat_jax.decode.lengths import decode_steps

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from nat_jax.decode.beam import LENGTH_PENALTY, add_beam_dim, beam_search, best_hypotheses
 from nat_jax.decode.greedy import greedy_search
-from nat_jax.decode.interfaces import DecodeOutput, HybridScorer
+from nat_jax.views import DecodeOutput, HybridScorer
 from nat_jax.decode.jacobi import finish, jacobi_search
 from nat_jax.decode.mask_predict import predict
 from nat_jax.decode.registry import register_decoder

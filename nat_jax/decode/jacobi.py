@@ -3,7 +3,7 @@
 Greedy decoding solves the triangular system y_t = argmax p(. | y_<t, x), t = 1..T, by substitution.
 Jacobi iteration solves every equation of a block at once from a draft, feeding the block's draft
 tokens to the scorer's `step_logits` in one call, and repeats. Written only against the
-LeftToRightScorer Protocol (nat_jax.decode.interfaces), so it runs on every left-to-right method
+LeftToRightScorer Protocol (nat_jax.views), so it runs on every left-to-right method
 unchanged: AT (one token per step), HRT's Skip-AT view, and the IBDecoder family (z = h * c slots
 per step); the output goes through the scorer's `read_out` as greedy's does.
 
@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.decode.loop import decode_loop
-from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
+from nat_jax.views import DecodeOutput, LeftToRightScorer
 from nat_jax.core.tokens import BOS_ID, EOS_ID, ceil_div, through_first_eos
 from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.registry import register_decoder

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from nat_jax.core.tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID
 from nat_jax.decode.beam import add_beam_dim
-from nat_jax.decode.interfaces import DecodeOutput, MaskPredictor
+from nat_jax.views import DecodeOutput, MaskPredictor
 from nat_jax.decode.lengths import resolve_max_len
 from nat_jax.decode.registry import register_decoder
 from nat_jax.errors import ConfigError

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.decode.beam import LENGTH_PENALTY, BeamState, best_hypotheses, next_state, search
-from nat_jax.decode.interfaces import DecodeOutput, LeftToRightScorer
+from nat_jax.views import DecodeOutput, LeftToRightScorer
 from nat_jax.core.tokens import EOS_ID, clean_path_tokens, through_first_eos
 from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.registry import register_decoder

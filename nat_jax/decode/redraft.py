@@ -2,7 +2,7 @@
 whole-output drafter drafts the next window again, conditioned on the prefix the verifier has made
 final, instead of leaving its first draft (misaligned after the first rejection) in place.
 
-Each re-drafter is a WindowDrafter (nat_jax.decode.interfaces) that does not read the verifier's
+Each re-drafter is a WindowDrafter (nat_jax.views) that does not read the verifier's
 states; it is built from the drafter run's view and the source inside the same jitted call:
 
 - DA-Transformer (GraphPredictor, decoder `dag_lookahead`): the graph depends only on the source,
@@ -30,7 +30,7 @@ from nat_jax.core.graph import clean_log, first_vertex, transition_mask, viterbi
 from nat_jax.core.rows import row_slices
 from nat_jax.core.tokens import EOS_ID, MASK_ID, PAD_ID, not_text
 from nat_jax.decode.dag import successors, vertex_scores
-from nat_jax.decode.interfaces import GraphPredictor, MaskPredictor
+from nat_jax.views import GraphPredictor, MaskPredictor
 from nat_jax.decode.mask_predict import NOT_TEXT, mask_predict_search, mask_predict_width, predict
 from nat_jax.core.reduce import argmax
 

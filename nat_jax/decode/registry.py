@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.core.tokens import row_length_bounds
-from nat_jax.decode.interfaces import DecodeOutput
+from nat_jax.views import DecodeOutput
 from nat_jax.errors import ConfigError
 
 
@@ -24,13 +24,13 @@ from nat_jax.errors import ConfigError
 class Decoder:
   name: str
   fn: Callable[..., DecodeOutput]  # fn(view, src i32[B, S], **options)
-  needs: type                      # the Protocol (nat_jax.decode.interfaces) its view implements
+  needs: type                      # the Protocol (nat_jax.views) its view implements
   defaults: dict[str, Any]
   check: Optional[Callable[[Any, dict], None]] = None  # check(method, options): ConfigError if they cannot work
-  # prepare(method, options, tokenizer, load_run, platform) -> (extra_fn, extra_params, fn_options), run once when
-  # the decoder is built, for decoders that need another model (drafted: the drafter run, loaded by the caller's
-  # load_run) or choose by the platform they run on: fn gets **extra_fn(extra_params, src) inside the same jit,
-  # and fn_options instead of the options.
+  # prepare(method, options, resources, platform) -> (extra_fn, extra_params, fn_options), run once when
+  # the decoder is built, for decoders that need another model (drafted: the drafter run; dag_beam: an n-gram LM;
+  # both loaded by the run layer, `resources`: nat_jax.views.RunResources) or choose by the platform they run on:
+  # fn gets **extra_fn(extra_params, src) inside the same jit, and fn_options instead of the options.
   prepare: Optional[Callable[[Any, dict, Any, Any, str], tuple[Callable, Any, dict]]] = None
   # Its output cut at any length is what it decodes with that length bound (greedy and what equals it, the DAG
   # decoders, which cut their path's text): each row is cut at its own width's bound (`cuts_rows`), so a
@@ -169,21 +169,21 @@ def method_view(method, protocol: type, user: str) -> Callable[[Any], Any]:
   return build
 
 
-def decode_program(method, name: str, options: dict[str, Any], tokenizer=None, load_run=None,
+def decode_program(method, name: str, options: dict[str, Any], resources=None,
                    platform: Optional[str] = None) -> tuple[Callable[[Any, Any, jax.Array], DecodeOutput], Any]:
   """(fn(params, extra, src i32[B, S]) -> DecodeOutput, extra): decoder `name` on the method's view of
   `params`, a pure function to jit or to lower for another device (nat_jax.aot). `extra` holds the
-  parameters of the other model a decoder with `prepare` needs (drafted: the drafter run, loaded by
-  `load_run(workdir)`, nat_jax.run.workdir.load_run; dag_beam: its LM tables), else None; `tokenizer` is
-  the run's. `platform` ('cpu', 'gpu', 'tpu'; default: JAX's default backend) is where it will run:
-  a decoder may choose its implementation by it (dag_beam's `search=auto` searches on the host
-  only on a CPU)."""
+  parameters of the other model a decoder with `prepare` needs (drafted: the drafter run; dag_beam: its LM
+  tables), else None, from `resources` (nat_jax.views.RunResources: what the run layer loaded and checked,
+  nat_jax.run.resources.Resources). `platform` ('cpu', 'gpu', 'tpu'; default: JAX's default backend) is
+  where it will run: a decoder may choose its implementation by it (dag_beam's `search=auto` searches on
+  the host only on a CPU)."""
   decoder = DECODERS[name]
   build = method_view(method, decoder.needs, f'Decoder {name!r}')
   if decoder.prepare is None:
     extra_fn, extra_params, fn_options = (lambda extra, src: {}), None, options
   else:
-    extra_fn, extra_params, fn_options = decoder.prepare(method, options, tokenizer, load_run,
+    extra_fn, extra_params, fn_options = decoder.prepare(method, options, resources,
                                                          platform or jax.default_backend())
   cut = cuts_rows(method, name, options)
 
@@ -194,17 +194,17 @@ def decode_program(method, name: str, options: dict[str, Any], tokenizer=None, l
   return fn, extra_params
 
 
-def make_decode_fn(method, name: str, options: dict[str, Any], tokenizer=None,
-                   load_run=None) -> Callable[[Any, jax.Array], DecodeOutput]:
+def make_decode_fn(method, name: str, options: dict[str, Any],
+                   resources=None) -> Callable[[Any, jax.Array], DecodeOutput]:
   """(params, src i32[B, S]) -> DecodeOutput, one jitted call of `decode_program` (its extra
   parameters bound) on this process's devices."""
-  fn, extra = decode_program(method, name, options, tokenizer, load_run)
+  fn, extra = decode_program(method, name, options, resources)
   jitted = jax.jit(fn)
   return lambda params, src: jitted(params, extra, src)
 
 
-def build_decoder(method, name: str, overrides: dict[str, str], tokenizer=None, load_run=None):
+def build_decoder(method, name: str, overrides: dict[str, str], resources=None):
   """(decode fn, parsed options) from a decoder name and its string options, all checked."""
   options = parse_options(name, overrides)
   check_decoder(method, name, options)
-  return make_decode_fn(method, name, options, tokenizer, load_run), options
+  return make_decode_fn(method, name, options, resources), options

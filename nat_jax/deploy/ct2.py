@@ -46,7 +46,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from nat_jax.core.tokens import BOS_ID, EOS_ID, LENGTH_MARGIN, LENGTH_RATIO, UNK_ID, decode_length_bound
-from nat_jax.decode.interfaces import DecodeOutput
+from nat_jax.views import DecodeOutput
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
 from nat_jax.run.workdir import CONFIG_FILE

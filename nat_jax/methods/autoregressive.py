@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from nat_jax.decode.interfaces import LeftToRightScorer
+from nat_jax.views import LeftToRightScorer
 from nat_jax.core.tokens import BOS_ID, EOS_ID, ceil_div, decode_length_bound, through_first_eos
 from nat_jax.methods.registry import register
 from nat_jax.methods.base import Method

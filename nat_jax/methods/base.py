@@ -3,7 +3,7 @@
 A method is registered under a name (`@register('name', default_config)` in nat_jax.methods) and
 built from the whole config and the vocabulary size. It turns the batch {'source', 'target'} into
 its decoder inputs with pure functions, computes its loss sums, and offers *views*: Protocol ->
-build(params) -> an object implementing it (nat_jax.decode.interfaces); every registered decoder
+build(params) -> an object implementing it (nat_jax.views); every registered decoder
 whose Protocol is offered runs on it. t5x's BaseModel plays the same part there.
 """
 from __future__ import annotations

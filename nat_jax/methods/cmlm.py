@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from nat_jax.core.tokens import EOS_ID, MASK_ID
-from nat_jax.decode.interfaces import MaskPredictor
+from nat_jax.views import MaskPredictor
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.methods.registry import register
 from nat_jax.methods.base import Method

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from nat_jax.core.tokens import BOS_ID
-from nat_jax.decode.interfaces import Graph, GraphPredictor
+from nat_jax.views import Graph, GraphPredictor
 from nat_jax.core.graph import map_vertex_chunks, vertex_chunk_count
 from nat_jax.core.tokens import decode_length_bound
 from nat_jax.losses.dag import dag_best_alignment, dag_log_likelihood, dag_nll_per_pair

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from nat_jax.core.tokens import BOS_ID, EOS_ID, MASK_ID, ceil_div, skip_frame
-from nat_jax.decode.interfaces import HybridScorer, LeftToRightScorer
+from nat_jax.views import HybridScorer, LeftToRightScorer
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.methods.registry import register
 from nat_jax.methods.base import Method

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from nat_jax.decode.interfaces import LeftToRightScorer
+from nat_jax.views import LeftToRightScorer
 from nat_jax.core.tokens import BOS_ID, EOS_ID, through_first_eos
 from nat_jax.methods.registry import register
 from nat_jax.methods.base import Method

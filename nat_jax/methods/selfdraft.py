@@ -32,7 +32,7 @@ import ml_collections
 
 from nat_jax.core.tokens import BOS_ID
 from nat_jax.core.rows import row_updates
-from nat_jax.decode.interfaces import LeftToRightScorer, WindowDrafter
+from nat_jax.views import LeftToRightScorer, WindowDrafter
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.methods.registry import register
 from nat_jax.methods.base import Method

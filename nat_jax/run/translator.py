@@ -26,9 +26,10 @@ import jax
 import numpy as np
 
 from nat_jax import decode
-from nat_jax.decode.interfaces import LeftToRightScorer
+from nat_jax.views import LeftToRightScorer
 from nat_jax.errors import ConfigError
 from nat_jax.run.workdir import Run, load_run
+from nat_jax.run.resources import Resources
 from nat_jax.data.batching import power_of_two_rows
 from nat_jax.run.translation import on_run_devices, source_lengths, translate_texts
 
@@ -122,8 +123,8 @@ class Translator:
     key = self.decoder_key(name, options)
     with self._build_lock:
       if key not in self._decoders:
-        self._decoders[key] = decode.build_decoder(self.run.method, key[0], dict(key[1]), self.run.tokenizer,
-                                                   load_run)
+        self._decoders[key] = decode.build_decoder(self.run.method, key[0], dict(key[1]),
+                                                   Resources(self.run.tokenizer))
       return self._decoders[key]
 
   def mixes_widths(self, decoder: Optional[str], options: Optional[Mapping[str, Any]], parsed: dict) -> bool:

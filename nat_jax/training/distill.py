@@ -31,7 +31,7 @@ from nat_jax.data.distilled import MANIFEST, tsv_field
 from nat_jax.data.sources import SPLITS
 from nat_jax.errors import DistillError, log
 from nat_jax.files import remove_stale_temporaries, write_atomic
-from nat_jax.run.workdir import load_run
+from nat_jax.run.resources import Resources
 from nat_jax.run.translation import encode_sources, translate_texts
 
 
@@ -140,7 +140,7 @@ def distill(run, decoder: str, overrides: dict[str, str], out: str, splits: Sequ
     raise DistillError(f'--splits={",".join(splits)}: each split must be one of {SPLITS}.')
   if chunk_sentences < 1 or batch_size < 1 or limit < 0:
     raise DistillError('--chunk_sentences and --batch_size must be >= 1 and --limit >= 0.')
-  decode_fn, options = decode.build_decoder(run.method, decoder, overrides, run.tokenizer, load_run)
+  decode_fn, options = decode.build_decoder(run.method, decoder, overrides, Resources(run.tokenizer))
   step = run.meta[0]['step'] if run.meta else None
   data = {k: run.config.data[k] for k in sorted(run.config.data.keys())}
   job = {'teacher': os.path.abspath(teacher_workdir), 'step': step, 'averaged_checkpoints': len(run.meta),

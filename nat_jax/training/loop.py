@@ -28,6 +28,7 @@ from nat_jax.errors import ConfigError, TrainingError, log
 from nat_jax.files import exclusive, write_atomic
 from nat_jax.methods import get_method
 from nat_jax.run.workdir import TOKENIZER_FILE, Run, load_run
+from nat_jax.run.resources import Resources
 from nat_jax.evaluation.scoring import score_translations
 from nat_jax.run.translation import translate_texts
 from nat_jax.run.train_state import TrainState, create_train_state, lr_schedule, make_optimizer, state_shardings
@@ -288,7 +289,7 @@ def train_in(config: ml_collections.ConfigDict, workdir: str, lead: bool):
       n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
       print(f'Model: {config.model.method}, {n_params / 1e6:.2f}M parameters.', flush=True)
     grad_fn, apply_fn, eval_fn = compile_steps(method, tx, mesh, state_sh)
-    decode_fn, _ = build_decoder(method, config.eval_decoder, {}, tokenizer, load_run)
+    decode_fn, _ = build_decoder(method, config.eval_decoder, {}, Resources(tokenizer))
     metrics_log = MetricsLog(workdir, start, lead)
     loop = TrainLoop(config, method, tokenizer, mesh, grad_fn, apply_fn, eval_fn, decode_fn, batches, val_batches,
                      splits['validation'][:config.eval_max_sentences or None], ckpt, metrics_log, lead,
@@ -310,7 +311,7 @@ def train_in(config: ml_collections.ConfigDict, workdir: str, lead: bool):
 def final_test(config, workdir: str, examples, lead: bool):
   """Test-set BLEU (1 and all references), chrF, signatures and sample translations."""
   run = load_run(workdir, which='latest', average=config.test_average)
-  decode_fn, options = build_decoder(run.method, config.test_decoder, {}, run.tokenizer, load_run)
+  decode_fn, options = build_decoder(run.method, config.test_decoder, {}, Resources(run.tokenizer))
   t0 = time.time()
   result, hyps = evaluate_bleu(run, decode_fn, examples, config.decode_batch_size)
   result.update(decoder=config.test_decoder, options=options, sentences=len(examples),

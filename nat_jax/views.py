@@ -5,7 +5,9 @@ Protocol -> build(params) -> object implementing it), and a decoder registered f
 runs on every method that offers it. Views are built inside the jitted decode function, so
 their parameters are traced arguments, not constants. Tests drive decoders with small
 hand-written views (tests/test_decoders.py), as t5x's decoding tests use a Markov
-`tokens_to_logits`.
+`tokens_to_logits`. Nor does a decoder read a file or load a run: what a decoder's `prepare` needs
+from outside (another run to draft with, an n-gram model) the run layer hands it as `RunResources`.
+This module imports no decoder and no method: both sides import it.
 """
 from __future__ import annotations
 
@@ -141,3 +143,15 @@ class HybridScorer(Protocol):
 
   def fill_logits(self, enc: Any, tokens: jax.Array) -> jax.Array:
     """tokens i32[B, W] (MASK where unknown, 0 = no slot) -> logits f32[B, W, V] of every slot."""
+
+
+class RunResources(Protocol):
+  """What the run layer (nat_jax.run.resources.Resources) hands a decoder's `prepare`: the decoding run's
+  tokenizer and the other things a decoder may need, loaded and checked there."""
+  tokenizer: Any  # the decoding run's tokenizer (word_ids(), vocab_size), or None when there is none
+
+  def drafter_run(self, workdir: str) -> Any:
+    """The run in `workdir` (.method, .params, .config), refused unless it shares the tokenizer."""
+
+  def ngram_model(self, path: str) -> Any:
+    """The backoff n-gram model of an ARPA file (nat_jax.decode.arpa.Ngrams), read and checked."""
