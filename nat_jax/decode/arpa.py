@@ -20,17 +20,11 @@ import collections
 import math
 from typing import Iterable, Sequence
 
-
 from nat_jax.errors import ConfigError, DataError
 from nat_jax.files import atomic_output
 
-
 BOS_WORD, EOS_WORD, UNK_WORD = '<s>', '</s>', '<unk>'
-
-
 NO_PROB = -99.0  # ARPA's log10 probability of <s>, which is a context but never predicted
-
-
 Ngrams = dict[tuple[str, ...], tuple[float, float]]  # (w_1 .. w_k) -> (log10 P(w_k | w_1 .. w_(k-1)), log10 backoff)
 
 

@@ -130,7 +130,7 @@ class DeviceGraph:
   top_tok: jax.Array   # i32[B, L, c]: each vertex's offered tokens
   offer: jax.Array     # f32[B, L*c]: their beta log P at inner vertices, -inf elsewhere
   inner: jax.Array     # bool[B, L]: vertices where a prefix can stop and go on
-  last: jax.Array      # i32[B]: the last vertex G - 1
+  last: jax.Array      # i32[B]: the last vertex G - 1 (0 for an empty graph)
   last_lp: jax.Array   # f32[B, c]: the last vertex's offers
   last_tok: jax.Array  # i32[B, c]
 
@@ -139,12 +139,11 @@ def device_graph(log_trans, log_probs, graph_lengths, top_cand: int, beta: float
   batch, size, _ = log_probs.shape
   trans, token_lp, top_lp, top_tok = candidates(log_trans, log_probs, graph_lengths, top_cand, beta)
   vertex = jnp.arange(size)[None, :]  # [1, L]
-  last = graph_lengths - 1  # [B]
-  inner = (vertex > 0) & (vertex < last[:, None])  # [B, L]
-  at_last = jnp.maximum(last, 0)[:, None, None]
+  inner = (vertex > 0) & (vertex < (graph_lengths - 1)[:, None])  # [B, L]
+  last = jnp.maximum(graph_lengths - 1, 0)  # [B]
   return DeviceGraph(trans, token_lp, top_tok, jnp.where(inner[:, :, None], top_lp, DEAD).reshape(batch, -1), inner,
-                     last, jnp.take_along_axis(top_lp, at_last, axis=1)[:, 0],
-                     jnp.take_along_axis(top_tok, at_last, axis=1)[:, 0])
+                     last, jnp.take_along_axis(top_lp, last[:, None, None], axis=1)[:, 0],
+                     jnp.take_along_axis(top_tok, last[:, None, None], axis=1)[:, 0])
 
 
 def device_finish(g: DeviceGraph, state: DagBeamState, arrive, alpha: float, lm, gamma: float):
@@ -152,7 +151,7 @@ def device_finish(g: DeviceGraph, state: DagBeamState, arrive, alpha: float, lm,
   context of the alive prefixes (None without an LM)."""
   batch, k, size = state.seqs.shape
   t = state.step + 1
-  at_last = jnp.take_along_axis(arrive, jnp.maximum(g.last, 0)[:, None, None], axis=2)  # [B, K, 1]
+  at_last = jnp.take_along_axis(arrive, g.last[:, None, None], axis=2)  # [B, K, 1]
   fin, context = finished_scores(at_last, g.last_lp, g.last_tok, state.seqs, state.step, state.lm_score,
                                  t.astype(jnp.float32), alpha, lm, gamma)  # [B, K, c]
   fin_tok = jnp.broadcast_to(g.last_tok[:, None, :], fin.shape)

@@ -31,7 +31,7 @@ class Decoder:
   # the decoder is built, for decoders that need another model (drafted: the drafter run; dag_beam: an n-gram LM;
   # both loaded by the run layer, `resources`: nat_jax.views.RunResources) or choose by the platform they run on:
   # fn gets **extra_fn(extra_params, src) inside the same jit, and fn_options instead of the options.
-  prepare: Optional[Callable[[Any, dict, Any, Any, str], tuple[Callable, Any, dict]]] = None
+  prepare: Optional[Callable[[Any, dict, Any, str], tuple[Callable, Any, dict]]] = None
   # Its output cut at any length is what it decodes with that length bound (greedy and what equals it, the DAG
   # decoders, which cut their path's text): each row is cut at its own width's bound (`cuts_rows`), so a
   # batch may mix source widths and a sentence's translation still never depends on its batch-mates.

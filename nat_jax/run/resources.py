@@ -37,8 +37,6 @@ class Resources:
 
   def ngram_model(self, path: str) -> arpa.Ngrams:
     """The model of ARPA file `path`; a missing or malformed file is a ConfigError naming --decoder.lm."""
-    if self.tokenizer is None:
-      raise ConfigError('--decoder.lm needs the run\'s tokenizer to map the LM\'s pieces to token ids.')
     try:
       return arpa.read_arpa(path)
     except FileNotFoundError:

@@ -32,8 +32,8 @@ from nat_jax.run.resources import Resources
 from nat_jax.evaluation.scoring import score_translations
 from nat_jax.run.translation import translate_texts
 from nat_jax.run.train_state import TrainState, create_train_state, lr_schedule, make_optimizer, state_shardings
-from nat_jax.training.bookkeeping import LOCK_FILE, PREEMPTED_EXIT, CpuClock, MetricsLog, SignalFlag, \
-    setup_compilation_cache
+from nat_jax.training.bookkeeping import (LOCK_FILE, PREEMPTED_EXIT, CpuClock, MetricsLog, SignalFlag,
+                                          setup_compilation_cache)
 from nat_jax.training.config import check_fits, check_same_model, validate_config, write_config
 from nat_jax.training.steps import compile_steps, normalize
 
