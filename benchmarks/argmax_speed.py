@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from unittest import mock
 
-from absl import flags
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import flags
 
 from benchmarks import sized_models
 from nat_jax.commands import cli

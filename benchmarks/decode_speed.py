@@ -10,18 +10,18 @@ back. Latency over many sentences and BLEU come from `python -m nat_jax.evaluate
 """
 from __future__ import annotations
 
-from absl import flags
 import jax
 import jax.numpy as jnp
+from absl import flags
 
-from nat_jax.commands import cli
 from nat_jax import decode
+from nat_jax.commands import cli
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.decode.beam import add_beam_dim
-from nat_jax.run.workdir import load_run
 from nat_jax.evaluation.timing import machine, median_timed
 from nat_jax.run.translation import encode_sources, source_lengths
+from nat_jax.run.workdir import load_run
 
 flags.DEFINE_string('workdir', None, 'Trained run.')
 flags.DEFINE_list('decoders', ['greedy', 'beam'], 'Decoders.')

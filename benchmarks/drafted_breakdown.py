@@ -18,23 +18,23 @@ pass (head-drafted ms per pass minus the perfect draft's). With --update=redraft
 """
 from __future__ import annotations
 
-from absl import flags
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import flags
 
-from nat_jax.run.resources import Resources
-from nat_jax.commands import cli
 from nat_jax import decode
+from nat_jax.commands import cli
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.decode.drafted import drafted_decode, parse_drafter, redrafter
-from nat_jax.views import WindowDrafter
+from nat_jax.evaluation.timing import machine, timed
 from nat_jax.methods.autoregressive import autoregressive_inputs
 from nat_jax.models.transformer import Transformer
-from nat_jax.run.workdir import load_run
-from nat_jax.evaluation.timing import machine, timed
+from nat_jax.run.resources import Resources
 from nat_jax.run.translation import encode_sources, source_lengths
+from nat_jax.run.workdir import load_run
+from nat_jax.views import WindowDrafter
 
 flags.DEFINE_string('workdir', None, 'The verifier run.')
 flags.DEFINE_string('drafter', '', 'The drafted decoder\'s drafter (<workdir>[:<decoder>...]); '

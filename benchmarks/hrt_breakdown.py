@@ -11,16 +11,16 @@ come from `python -m nat_jax.benchmark`.
 """
 from __future__ import annotations
 
-from absl import flags
 import jax
 import jax.numpy as jnp
+from absl import flags
 
-from nat_jax.commands import cli
-from nat_jax import decode
-from nat_jax.decode import HybridScorer
-from nat_jax.run.workdir import load_run
-from nat_jax.evaluation.timing import machine, median_timed
 from benchmarks.decode_speed import first_batch  # also defines --workdir, --batch_sizes, --repeats
+from nat_jax import decode
+from nat_jax.commands import cli
+from nat_jax.decode import HybridScorer
+from nat_jax.evaluation.timing import machine, median_timed
+from nat_jax.run.workdir import load_run
 
 FLAGS = flags.FLAGS
 

@@ -14,24 +14,24 @@ Skip-AT reproduced before its first difference.
 """
 from __future__ import annotations
 
-from absl import app, flags
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import app, flags
 
-from nat_jax.commands import cli
 from nat_jax import decode
+from nat_jax.commands import cli
+from nat_jax.core.tokens import through_first_eos
 from nat_jax.data import load_split
 from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode import DecodeOutput, HybridScorer
 from nat_jax.decode.greedy import greedy_search
 from nat_jax.decode.hrt import fill_chunks
-from nat_jax.core.tokens import through_first_eos
-from nat_jax.methods.hrt import chunk_samples
-from nat_jax.run.workdir import load_run
 from nat_jax.evaluation.scoring import score_translations
 from nat_jax.evaluation.timing import machine
+from nat_jax.methods.hrt import chunk_samples
 from nat_jax.run.translation import translate_texts
+from nat_jax.run.workdir import load_run
 
 flags.DEFINE_string('workdir', None, 'An HRT run.')
 flags.DEFINE_integer('average', 1, 'Average the parameters of this many checkpoints.')

@@ -25,18 +25,18 @@ import os
 import re
 import tempfile
 
-from absl import flags
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import flags
 
 from benchmarks import sized_models
-from nat_jax.commands import cli
 from nat_jax import decode
+from nat_jax.commands import cli
 from nat_jax.core.reduce import argmax
-from nat_jax.views import LeftToRightScorer
 from nat_jax.errors import ConfigError
 from nat_jax.evaluation.timing import alternated, machine
+from nat_jax.views import LeftToRightScorer
 
 flags.DEFINE_list('sizes', ['128', '256', '512'], 'd_model of each size (benchmarks.sized_models.SIZES).')
 flags.DEFINE_list('positions', ['1', '4', '8'], 'Positions per call (1: a greedy step).')

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import tempfile
 
-from absl import flags
 import jax
 import numpy as np
+from absl import flags
 
 from nat_jax.commands import cli
-from nat_jax.evaluation.benchmark import Entry, build_row
 from nat_jax.data import inference_batches, load_split
-from nat_jax.run.workdir import load_run
+from nat_jax.evaluation.benchmark import Entry, build_row
 from nat_jax.evaluation.timing import machine, timed
 from nat_jax.run.translation import encode_sources, source_lengths
+from nat_jax.run.workdir import load_run
 
 flags.DEFINE_string('workdir', None, 'The autoregressive run.')
 flags.DEFINE_list('rows', ['greedy', 'ct2_greedy/threads=1', 'beam/alpha=0', 'ct2_beam/threads=1'],

@@ -29,15 +29,15 @@ import subprocess
 import sys
 import time
 
-from absl import flags
 import httpx
 import numpy as np
+from absl import flags
 
 from nat_jax.commands import cli
 from nat_jax.data import load_split
 from nat_jax.errors import ConfigError
-from nat_jax.files import write_atomic
 from nat_jax.evaluation.timing import machine
+from nat_jax.files import write_atomic
 from nat_jax.run.translator import Translator
 
 flags.DEFINE_list('runs', None, 'run_dir:decoder entries, e.g. runs/at_bible_tiny:greedy.')
@@ -100,9 +100,9 @@ def row_step_use(translator: Translator, sentences: list[str], rows: int = 64) -
   sentence needs (its `steps` statistic) against the row-steps its batch runs, with the loop's shrink
   stages (nat_jax.decode.loop: 64 rows, then 16 once no more are live, then 4). What continuous batching
   (refilling finished rows from the queue) could win is at most spent / needed, in row-steps."""
+  from nat_jax.data import inference_batches
   from nat_jax.decode.loop import MIN_ROWS, SHRINK
   from nat_jax.run.translation import encode_sources, source_lengths
-  from nat_jax.data import inference_batches
   out = translator.translate_with_stats(sentences, batch_size=rows)
   if 'steps' not in out[0].stats:
     return {}

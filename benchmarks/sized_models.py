@@ -11,13 +11,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nat_jax.training import recipes
 from nat_jax import decode
 from nat_jax.core.tokens import EOS_ID, MASK_ID
 from nat_jax.decode.drafted import drafted_decode
-from nat_jax.views import LeftToRightScorer
 from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
+from nat_jax.training import recipes
+from nat_jax.views import LeftToRightScorer
 
 VOCAB = 4000
 SIZES = {

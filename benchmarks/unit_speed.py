@@ -29,9 +29,9 @@ import numpy as np
 from absl import flags
 
 from nat_jax.commands import cli
-from nat_jax.training import recipes
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
+from nat_jax.training import recipes
 
 flags.DEFINE_string('out', None, 'Directory for unit_speed.json.')
 flags.DEFINE_list('batch_sizes', ['1', '64'], 'Batch sizes (sentences).')

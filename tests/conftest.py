@@ -1,4 +1,5 @@
-"""Shared fixtures: a small real parallel corpus (Bible verses from the SQLite DB) and a tiny config."""
+"""Shared fixtures: a small real parallel corpus (Bible verses from the SQLite DB), a compile cache and a
+tiny trained run (helpers the tests share are in tests/support.py)."""
 from __future__ import annotations
 
 import os
@@ -6,24 +7,11 @@ import sqlite3
 
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
 
-from typing import Any  # noqa: E402
 
-import flax  # noqa: E402
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import ml_collections  # noqa: E402
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from flax import linen as nn  # noqa: E402
 
-from nat_jax import decode  # noqa: E402
-from nat_jax.core.tokens import BOS_ID  # noqa: E402
-from nat_jax.decode import dag as dag_decode  # noqa: E402
-from nat_jax.methods import dag, get_method  # noqa: E402
-
-from nat_jax.training.config_defaults import base_config  # noqa: E402
-from nat_jax.methods import DEFAULTS  # noqa: E402
 from nat_jax.data.bible import DB_PATH  # noqa: E402
+from tests.support import tiny_config  # noqa: E402
 
 SPLIT_QUERIES = {  # (book, how many short verses)
     'train': (1, 600), 'validation': (8, 12), 'test': (44, 16)}
@@ -58,77 +46,6 @@ def compile_cache(tmp_path_factory) -> str:
   return str(tmp_path_factory.mktemp('jax_cache'))
 
 
-def tiny_config(corpus: dict[str, str], compile_cache: str = '', **overrides) -> ml_collections.ConfigDict:
-  """A model small enough to compile and train in seconds on one CPU core; overrides may name
-  another method ('model.method') and keys of its config section."""
-  c = base_config()
-  c.model.update(d_model=32, num_heads=2, d_ff=64, enc_layers=1, dec_layers=1, dropout=0.1)
-  c.data.update(source='files', train_files=corpus['train'], validation_files=corpus['validation'],
-                test_files=corpus['test'])
-  c.update(vocab_size=400, max_len=48, max_decode_len=40, tokens_per_batch=384, num_buckets=2, total_steps=8,
-           learning_rate=3e-3, warmup_steps=2, log_every=2, eval_every=4, checkpoint_every=2, eval_max_sentences=6,
-           decode_batch_size=8, test_decoder='greedy', num_samples=1, compilation_cache_dir=compile_cache)
-  method = overrides.get('model.method', c.model.method)
-  if method in DEFAULTS:
-    c[method] = DEFAULTS[method]()
-  return with_overrides(c, overrides)
-
-
-def with_overrides(config: ml_collections.ConfigDict, overrides: dict) -> ml_collections.ConfigDict:
-  """config with dotted keys set, e.g. {'model.d_model': 48}."""
-  for key, value in overrides.items():
-    target = config
-    *parents, leaf = key.split('.')
-    for p in parents:
-      target = target[p]
-    target[leaf] = value
-  return config
-
-
-def config_flags_for(config: ml_collections.ConfigDict) -> list[str]:
-  """The same config as --config.<key>=<value> flags over configs/at_bible_tiny.py (for subprocess runs)."""
-  flat = {}
-
-  def walk(prefix, node):
-    for k, v in node.items():
-      if isinstance(v, ml_collections.ConfigDict):
-        walk(f'{prefix}{k}.', v)
-      else:
-        flat[f'{prefix}{k}'] = v
-  walk('', config)
-  return [f'--config.{k}={v}' for k, v in flat.items() if v != '' and not isinstance(v, (list, tuple))]
-
-
-def random_tiny_model(corpus, vocab_size: int, seed: int = 3, logit_scale: float = 4.0):
-  """(AT method, unboxed params) of a randomly initialised tiny model, dropout off. The output
-  embedding is scaled so a tiny vocabulary gets peaked, varied next-token distributions."""
-  import jax
-  import jax.numpy as jnp
-  from flax import linen as nn
-  from nat_jax.methods.autoregressive import AutoregressiveMethod
-  method = AutoregressiveMethod(tiny_config(corpus, **{'model.dropout': 0.0}), vocab_size=vocab_size)
-  dummy = {'source': jnp.ones((1, 5), jnp.int32), 'target': jnp.ones((1, 5), jnp.int32)}
-  params = nn.meta.unbox(method.init_params(jax.random.PRNGKey(seed), dummy))
-  params['embed']['embedding'] = params['embed']['embedding'] * logit_scale
-  return method, params
-
-
-def random_model(corpus, vocab_size: int, seed: int = 3, logit_scale: float = 4.0, **overrides):
-  """(method, unboxed params) of a randomly initialised tiny model of any method (overrides as in
-  tiny_config, e.g. {'model.method': 'hrt', 'hrt.chunk': 2}), dropout off, output embedding scaled as
-  in random_tiny_model."""
-  import jax
-  import jax.numpy as jnp
-  from flax import linen as nn
-  from nat_jax.methods import get_method
-  method = get_method(tiny_config(corpus, **{'model.dropout': 0.0, **overrides}), vocab_size)
-  dummy = {'source': jnp.ones((1, 5), jnp.int32), 'target': jnp.ones((1, 5), jnp.int32)}
-  params = nn.meta.unbox(method.init_params(jax.random.PRNGKey(seed), dummy))
-  model = params.get('verifier', params.get('backbone', params))  # selfdraft: the frozen verifier; DAT: its backbone
-  model['embed']['embedding'] = model['embed']['embedding'] * logit_scale
-  return method, params
-
-
 @pytest.fixture(scope='session')
 def trained_run(tmp_path_factory, corpus, compile_cache) -> str:
   """Workdir of a tiny model trained for 8 steps (checkpoints at 2, 4, 6, 8)."""
@@ -136,115 +53,3 @@ def trained_run(tmp_path_factory, corpus, compile_cache) -> str:
   workdir = str(tmp_path_factory.mktemp('trained_run'))
   train_and_evaluate(tiny_config(corpus, compile_cache), workdir)
   return workdir
-
-
-def tiny_pairs(shapes, vocab: int, width: int, seed: int = 0):
-  """{'source', 'target'} i32[len(shapes), width] of random pairs (token ids 5..vocab-1, then EOS, then 0);
-  shapes: (source length, target length) per row, both < width."""
-  import jax.numpy as jnp
-  import numpy as np
-  rng = np.random.default_rng(seed)
-  src, tgt = np.zeros((len(shapes), width), np.int32), np.zeros((len(shapes), width), np.int32)
-  for i, (n, m) in enumerate(shapes):
-    src[i, :n], src[i, n] = rng.integers(5, vocab, n), 1
-    tgt[i, :m], tgt[i, m] = rng.integers(5, vocab, m), 1
-  return {'source': jnp.asarray(src), 'target': jnp.asarray(tgt)}
-
-
-# --- helpers several test modules share (tests import shared helpers from here only) ---------------
-@flax.struct.dataclass
-class MarkovScorer:
-  """Slot s scores table[token at slot s - z, token at slot s] (slot s - z < 0: BOS): a second-order
-  chain whose older token comes from the cache, so cache writes and beam reordering matter. A pytree,
-  so it goes through jit as the "parameters" of `ViewMethod`."""
-  table: Any           # f32[V, V, V] logits
-  max_len: int = flax.struct.field(pytree_node=False)
-  tokens_per_step: int = flax.struct.field(pytree_node=False, default=1)
-
-  def encode(self, src):
-    return {'rows': jnp.zeros((src.shape[0],), jnp.int32)}
-
-  def init_cache(self, enc, num_slots: int):
-    return {'tokens': jnp.full((enc['rows'].shape[0], num_slots), BOS_ID, jnp.int32)}
-
-  def resize_cache(self, cache, num_slots: int):
-    tokens = cache['tokens'][:, :num_slots]
-    return {'tokens': jnp.pad(tokens, ((0, 0), (0, num_slots - tokens.shape[1])), constant_values=BOS_ID)}
-
-  def step_logits(self, enc, cache, tokens, start):
-    written = jax.lax.dynamic_update_slice_in_dim(cache['tokens'], tokens, start, axis=1)  # [B, C]
-    slots = start + jnp.arange(tokens.shape[1])  # [T]
-    older = jnp.take(written, jnp.maximum(slots - self.tokens_per_step, 0), axis=1)  # [B, T]
-    older = jnp.where(slots[None] >= self.tokens_per_step, older, BOS_ID)
-    return self.table[older, tokens], {'tokens': written}
-
-  def max_decode_len(self, src_len: int) -> int:
-    return self.max_len
-
-  def read_out(self, tokens):
-    return tokens
-
-  def write_in(self, tokens):
-    return tokens
-
-
-def markov(vocab: int, seed: int, max_len: int, z: int = 1, scale: float = 3.0) -> MarkovScorer:
-  table = np.random.default_rng(seed).normal(size=(vocab, vocab, vocab)) * scale
-  return MarkovScorer(jnp.asarray(table, jnp.float32), max_len, z)
-
-
-def _decode_path(path, log_probs, graph_lengths):
-  tokens, _ = dag_decode.vertex_scores(log_probs, graph_lengths)
-  return dag_decode.path_tokens(path, tokens), jnp.sum(path >= 0, axis=1).astype(jnp.int32)
-
-
-def dag_greedy_path(log_trans, log_probs, graph_lengths):
-  """Follow the most probable transition from vertex 0 to G - 1; argmax token per visited vertex."""
-  bonus = jnp.zeros(log_trans.shape[:2], jnp.float32)  # [B, L]
-  return _decode_path(dag_decode.follow_argmax(log_trans, bonus, graph_lengths), log_probs, graph_lengths)
-
-
-def dag_lookahead_path(log_trans, log_probs, graph_lengths):
-  """Like greedy, but next vertex = argmax_j log E_ij + max_y log P(y | j)."""
-  _, bonus = dag_decode.vertex_scores(log_probs, graph_lengths)  # [B, L]
-  return _decode_path(dag_decode.follow_argmax(log_trans, bonus, graph_lengths), log_probs, graph_lengths)
-
-
-def reference_text_tokens(tokens, dedup, limit):
-  """Plain-Python reference decoder post-processing: drop repeats (token equal to the one before it
-  on the path), then BOS/EOS/PAD, keep limit - 1 tokens, then EOS."""
-  kept = [t for k, t in enumerate(tokens) if not (dedup and k and tokens[k - 1] == t)]
-  kept = [t for t in kept if t not in (0, 1, 2)][:limit - 1]
-  return kept + [1]
-
-
-def tensorboard_scalars(logdir):
-  """{tag: [(step, value)]} of every scalar in the event files under logdir (TensorBoard's own reader)."""
-  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-  events = EventAccumulator(logdir)
-  events.Reload()
-  return {tag: [(e.step, np.float32(e.value)) for e in events.Scalars(tag)] for tag in events.Tags()['scalars']}
-
-
-def dat_config(**overrides):
-  c = base_config()
-  c.model.update(method='dat', d_model=32, num_heads=2, d_ff=64, enc_layers=1, dec_layers=1, dropout=0.0)
-  c.dat = dag.default_config()
-  c.dat.upsample_scale = 2.0
-  c.update(max_len=16, max_decode_len=40, total_steps=100)
-  return with_overrides(c, overrides)
-
-
-def hrt_setup(corpus, k=2, seed=0, vocab=40, scale=4.0, **overrides):
-  config = tiny_config(corpus, **{'model.method': 'hrt', 'model.dropout': 0.0, 'model.relative_window': 4,
-                                  'hrt.chunk': k, **overrides})
-  method = get_method(config, vocab)
-  dummy = {'source': jnp.ones((1, 5), jnp.int32), 'target': jnp.ones((1, 5), jnp.int32)}
-  params = nn.meta.unbox(method.init_params(jax.random.PRNGKey(seed), dummy))
-  params['embed']['embedding'] = params['embed']['embedding'] * scale  # peaked, varied distributions
-  return config, method, params
-
-
-def run_decoder(method, params, src, name, **options):
-  return decode.make_decode_fn(method, name, decode.parse_options(name, {k: str(v) for k, v in options.items()}))(
-      params, src)

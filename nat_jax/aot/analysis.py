@@ -19,9 +19,9 @@ import re
 import time
 from typing import Any, Optional
 
-from jax.extend import core as jax_core
 import jax
 import numpy as np
+from jax.extend import core as jax_core
 
 from nat_jax.aot.programs import Program
 from nat_jax.aot.targets import GIB, Target

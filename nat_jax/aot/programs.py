@@ -20,19 +20,20 @@ from typing import Any, Callable, Optional, Sequence
 import jax
 import jax.numpy as jnp
 import ml_collections
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from nat_jax import decode
-from nat_jax.run import sharding
 from nat_jax.aot.targets import Target, shard_bytes
 from nat_jax.core.packing import PACKING_KEYS
 from nat_jax.core.tokens import decode_length_bound
 from nat_jax.data.batching import bucket_shapes, packed_shape
-from nat_jax.views import HybridScorer, LeftToRightScorer, MaskPredictor, WindowDrafter
 from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
-from nat_jax.training.steps import compile_steps
+from nat_jax.run import sharding
 from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
+from nat_jax.training.steps import compile_steps
+from nat_jax.views import HybridScorer, LeftToRightScorer, MaskPredictor, WindowDrafter
 
 UNIT_CACHE_SLOTS = 64  # cache slots a costed step attends over: holds the ~37-token outputs of the Acts test set
 

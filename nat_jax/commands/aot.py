@@ -33,9 +33,9 @@ from absl import flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from nat_jax.commands import cli  # noqa: E402
-from nat_jax.training import recipes
 from nat_jax.errors import ConfigError  # noqa: E402
 from nat_jax.files import write_atomic  # noqa: E402
+from nat_jax.training import recipes
 
 FLAGS = flags.FLAGS
 DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<value>, for the chosen decoders that have <opt>
@@ -74,8 +74,8 @@ def drafter_loader(mesh):
 
 
 def main(argv):
-  from nat_jax.run import sharding
   from nat_jax.aot import report, targets
+  from nat_jax.run import sharding
   from nat_jax.training.config import validate_config
   config = FLAGS.config
   validate_config(config)

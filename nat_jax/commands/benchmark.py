@@ -19,8 +19,8 @@ from __future__ import annotations
 from absl import flags
 
 from nat_jax.commands import cli
-from nat_jax.evaluation.benchmark import parse_entry
 from nat_jax.commands.measuring import MEASUREMENT_FLAGS, run_from_flags
+from nat_jax.evaluation.benchmark import parse_entry
 
 FLAGS = flags.FLAGS
 

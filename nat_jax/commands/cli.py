@@ -27,7 +27,7 @@ from nat_jax import hugepages
 from nat_jax.errors import ConfigError, NatJaxError, setup_logging
 from nat_jax.files import TMP_SUFFIX
 from nat_jax.run.workdir import Run, load_run
-from nat_jax.training.recipes import recipe_path, load_recipe
+from nat_jax.training.recipes import load_recipe, recipe_path
 
 
 def quiet_logs():
@@ -106,7 +106,7 @@ MAX_ROWS = 65536  # sentences decoded at once (a batch): 64k rows of 4,096 token
 class Flag:
   """One flag of a command line with what its value must be. A command declares its flags as a tuple
   of these (its COMMAND_FLAGS): `define_flags` makes them absl flags whose --help says the rule,
-  `check_flags` refuses a value that breaks it before any work, and the fuzzer (tests/test_fuzz.py)
+  `check_flags` refuses a value that breaks it before any work, and the fuzzer (tests/integration/test_fuzz.py)
   draws hostile values for every flag of every command from the same table."""
   name: str
   kind: str  # 'int' | 'float' | 'str' | 'bool' | 'enum' | 'list' | 'config' (a recipe, --config.<key> overrides)

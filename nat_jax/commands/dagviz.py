@@ -21,10 +21,9 @@ from absl import flags
 from nat_jax.commands import cli
 from nat_jax.decode import GraphPredictor, method_view
 from nat_jax.decode.dag import DAG_PATHS
-from nat_jax.viz.pictures import output_paths
 from nat_jax.files import write_atomic
-from nat_jax.viz.dag import dag_picture, write_png, render_html
-
+from nat_jax.viz.dag import dag_picture, render_html, write_png
+from nat_jax.viz.pictures import output_paths
 
 COMMAND_FLAGS = (
     cli.workdir_flag('A DA-Transformer run directory written by nat_jax.train.'),

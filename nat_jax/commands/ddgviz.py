@@ -20,9 +20,8 @@ from nat_jax.decode import LeftToRightScorer, jacobi, method_view
 from nat_jax.decode.registry import MAX_BLOCK
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
+from nat_jax.viz.ddg import render_html, trace_sentence, write_png
 from nat_jax.viz.pictures import output_paths
-from nat_jax.viz.ddg import trace_sentence, write_png, render_html
-
 
 COMMAND_FLAGS = (
     cli.workdir_flag(),

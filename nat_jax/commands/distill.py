@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 
-from absl import flags
 import jax
+from absl import flags
 
-from nat_jax.commands import cli
 from nat_jax import decode
+from nat_jax.commands import cli
 from nat_jax.data.sources import SPLITS
 from nat_jax.errors import DistillError
 from nat_jax.training.distill import distill

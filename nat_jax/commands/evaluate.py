@@ -15,11 +15,11 @@ import os
 
 from absl import flags
 
+from nat_jax import decode
 from nat_jax.commands import cli
 from nat_jax.commands.measuring import MEASUREMENT_FLAGS, run_from_flags
-from nat_jax.evaluation.benchmark import Entry
-from nat_jax import decode
 from nat_jax.errors import ConfigError
+from nat_jax.evaluation.benchmark import Entry
 
 FLAGS = flags.FLAGS
 DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it

@@ -17,8 +17,16 @@ import time
 from absl import flags
 
 from nat_jax.commands import cli
-from nat_jax.deploy.ct2 import (FORMATS, METADATA_FILE, QUANTIZATIONS, check_exportable, check_out_dir,
-                                export_ctranslate2, require_ctranslate2, run_config)
+from nat_jax.deploy.ct2 import (
+  FORMATS,
+  METADATA_FILE,
+  QUANTIZATIONS,
+  check_exportable,
+  check_out_dir,
+  export_ctranslate2,
+  require_ctranslate2,
+  run_config,
+)
 from nat_jax.run.workdir import load_run
 
 FLAGS = flags.FLAGS

@@ -8,8 +8,8 @@ from typing import Callable
 from absl import flags
 
 from nat_jax.commands import cli
-from nat_jax.models.transformer import DTYPES
 from nat_jax.evaluation.benchmark import Entry, benchmark, write_report
+from nat_jax.models.transformer import DTYPES
 
 FLAGS = flags.FLAGS
 

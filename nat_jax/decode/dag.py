@@ -19,11 +19,11 @@ import math
 import jax
 import jax.numpy as jnp
 
-from nat_jax.views import DecodeOutput, GraphPredictor
-from nat_jax.decode.registry import register_decoder
 from nat_jax.core.graph import IMPOSSIBLE, clean_log, transition_mask, viterbi_backtrace, viterbi_forward
-from nat_jax.core.tokens import clean_path_tokens
 from nat_jax.core.reduce import argmax, max_and_argmax
+from nat_jax.core.tokens import clean_path_tokens
+from nat_jax.decode.registry import register_decoder
+from nat_jax.views import DecodeOutput, GraphPredictor
 
 
 def vertex_scores(log_probs: jax.Array, graph_lengths: jax.Array) -> tuple[jax.Array, jax.Array]:

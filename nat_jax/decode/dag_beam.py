@@ -13,7 +13,7 @@ model). The answer is the best finished hypothesis; its text drops BOS / EOS and
 Candidates: each vertex offers its `top_cand` most likely tokens (the reference's top_cand_n); the
 scores of a token offered by several vertices are summed (logsumexp), the K best (hypothesis,
 token) pairs stay alive, and the K best finished ones are kept. With top_cand = V and K at least
-the number of prefixes the search is exhaustive (tests/test_dag_beam.py checks it against
+the number of prefixes the search is exhaustive (tests/unit/test_dag_beam.py checks it against
 enumerating every path and output). Differences from the reference, which walks the graph vertex by
 vertex and ranks prefixes of different lengths together: this search is token-synchronous and ranks
 only prefixes of one length against each other.
@@ -45,11 +45,11 @@ import numpy as np
 
 from nat_jax.core.graph import clean_log, transition_mask
 from nat_jax.core.tokens import BOS_ID, clean_path_tokens
-from nat_jax.views import DecodeOutput, GraphPredictor, RunResources
 from nat_jax.decode import ngram_lm
 from nat_jax.decode.ngram_lm import LmTables, lm_logprob
 from nat_jax.decode.registry import register_decoder
 from nat_jax.errors import ConfigError
+from nat_jax.views import DecodeOutput, GraphPredictor, RunResources
 
 DEAD = -jnp.inf  # the forward score of no path
 

@@ -46,17 +46,16 @@ import flax
 import jax
 import jax.numpy as jnp
 
-from nat_jax.decode.loop import decode_loop
-from nat_jax.views import DecodeOutput, LeftToRightScorer, RunResources, WindowDrafter, one_token_per_step_message
-from nat_jax.decode.jacobi import final_eos, leading_run
+from nat_jax.core.reduce import scored_argmax
 from nat_jax.core.rows import row_slices, row_updates
 from nat_jax.core.tokens import BOS_ID, through_first_eos
+from nat_jax.decode.jacobi import final_eos, leading_run
 from nat_jax.decode.lengths import decode_steps
+from nat_jax.decode.loop import decode_loop
 from nat_jax.decode.redraft import REDRAFTERS
 from nat_jax.decode.registry import DECODERS, check_decoder, method_view, parse_options, register_decoder
 from nat_jax.errors import ConfigError
-from nat_jax.core.reduce import scored_argmax
-
+from nat_jax.views import DecodeOutput, LeftToRightScorer, RunResources, WindowDrafter, one_token_per_step_message
 
 UPDATES = ('jacobi', 'draft', 'redraft')  # what a window's tokens after a pass become (module docstring)
 

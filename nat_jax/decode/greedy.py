@@ -13,12 +13,12 @@ import flax
 import jax
 import jax.numpy as jnp
 
-from nat_jax.views import DecodeOutput, LeftToRightScorer
-from nat_jax.core.tokens import BOS_ID, EOS_ID, ceil_div, through_first_eos
-from nat_jax.decode.loop import decode_loop
-from nat_jax.decode.lengths import decode_steps
-from nat_jax.decode.registry import register_decoder
 from nat_jax.core.reduce import scored_argmax
+from nat_jax.core.tokens import BOS_ID, EOS_ID, ceil_div, through_first_eos
+from nat_jax.decode.lengths import decode_steps
+from nat_jax.decode.loop import decode_loop
+from nat_jax.decode.registry import register_decoder
+from nat_jax.views import DecodeOutput, LeftToRightScorer
 
 
 @flax.struct.dataclass

@@ -17,15 +17,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from nat_jax.core.reduce import argmax
+from nat_jax.core.tokens import ceil_div, skip_frame, through_first_eos
 from nat_jax.decode.beam import LENGTH_PENALTY, add_beam_dim, beam_search, best_hypotheses
 from nat_jax.decode.greedy import greedy_search
-from nat_jax.views import DecodeOutput, HybridScorer
 from nat_jax.decode.jacobi import finish, jacobi_search
 from nat_jax.decode.mask_predict import predict
 from nat_jax.decode.registry import register_decoder
-from nat_jax.core.tokens import ceil_div, skip_frame, through_first_eos
 from nat_jax.errors import ConfigError
-from nat_jax.core.reduce import argmax
+from nat_jax.views import DecodeOutput, HybridScorer
 
 
 def fill_chunks(view: HybridScorer, enc, skips: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:

@@ -18,13 +18,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from nat_jax.core.reduce import argmax
 from nat_jax.core.tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID
 from nat_jax.decode.beam import add_beam_dim
-from nat_jax.views import DecodeOutput, MaskPredictor
 from nat_jax.decode.lengths import resolve_max_len
 from nat_jax.decode.registry import register_decoder
 from nat_jax.errors import ConfigError
-from nat_jax.core.reduce import argmax
+from nat_jax.views import DecodeOutput, MaskPredictor
 
 MIN_LENGTH = 2  # a candidate has at least one text token before its EOS
 
@@ -53,7 +53,7 @@ def predict(view: MaskPredictor, enc, tokens: jax.Array,
   logp = jax.nn.log_softmax(view.fill_logits(enc, tokens).astype(jnp.float32), axis=-1)  # [B, W, V]
   # The token's log-probability is read back from logp, not taken as max_and_argmax's maximum: that
   # form (same values) makes XLA:CPU 0.10.2 emit a fused kernel that segfaults inside the re-drafting
-  # loop (tests/test_redraft.py::test_redrafting_is_exact, CMLM drafter, block 4).
+  # loop (tests/unit/test_redraft.py::test_redrafting_is_exact, CMLM drafter, block 4).
   tok = argmax(logp.at[..., banned].set(-jnp.inf))
   return tok, jnp.take_along_axis(logp, tok[..., None], axis=-1)[..., 0]
 

@@ -27,12 +27,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nat_jax.decode.beam import LENGTH_PENALTY, BeamState, best_hypotheses, next_state, search
-from nat_jax.views import DecodeOutput, LeftToRightScorer
+from nat_jax.core.masks import NEG_INF
 from nat_jax.core.tokens import EOS_ID, clean_path_tokens, through_first_eos
+from nat_jax.decode.beam import LENGTH_PENALTY, BeamState, best_hypotheses, next_state, search
 from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.registry import register_decoder
-from nat_jax.core.masks import NEG_INF
+from nat_jax.views import DecodeOutput, LeftToRightScorer
 
 
 def step_candidates(alive_logp: jax.Array, logp: jax.Array, beam_size: int) -> tuple[jax.Array, jax.Array]:

@@ -27,12 +27,12 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.core.graph import clean_log, first_vertex, transition_mask, viterbi_step
+from nat_jax.core.reduce import argmax
 from nat_jax.core.rows import row_slices
 from nat_jax.core.tokens import EOS_ID, MASK_ID, PAD_ID, not_text
 from nat_jax.decode.dag import successors, vertex_scores
-from nat_jax.views import GraphPredictor, MaskPredictor
 from nat_jax.decode.mask_predict import NOT_TEXT, mask_predict_search, mask_predict_width, predict
-from nat_jax.core.reduce import argmax
+from nat_jax.views import GraphPredictor, MaskPredictor
 
 
 def take_rows(x: jax.Array, index: jax.Array) -> jax.Array:

@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.core.tokens import row_length_bounds
-from nat_jax.views import DecodeOutput
 from nat_jax.errors import ConfigError
+from nat_jax.views import DecodeOutput
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ only then renamed to --out, so a failed export leaves nothing behind. --out then
   spm.model                                        the run's sentencepiece model
   nat_jax_export.json                              what nat_jax knows about the run (bounds, options)
 
-How the model maps (every choice is checked token for token against our decoders, tests/test_export.py):
+How the model maps (every choice is checked token for token against our decoders, tests/integration/test_export.py):
 - One vocabulary, ids one to one: the sentencepiece pieces in id order (PAD 0, EOS 1, BOS 2, UNK 3,
   MASK 4, ...); unk/bos/eos are our pieces, the decoder starts from BOS.
 - The source is ids + EOS, truncated to config.max_len keeping EOS last (translation.encode_sources):
@@ -46,10 +46,10 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from nat_jax.core.tokens import BOS_ID, EOS_ID, LENGTH_MARGIN, LENGTH_RATIO, UNK_ID, decode_length_bound
-from nat_jax.views import DecodeOutput
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
 from nat_jax.run.workdir import CONFIG_FILE
+from nat_jax.views import DecodeOutput
 
 FORMATS = ('ctranslate2',)
 # CTranslate2's weight types, less bfloat16 and int8_bfloat16 (its converter needs torch for those).
@@ -130,6 +130,7 @@ def vocabulary_pieces(tokenizer) -> list[str]:
 def sinusoid_table(rows: int, dim: int) -> np.ndarray:
   """f32[rows, dim]: our sinusoidal embedding of positions 0 .. rows - 1 (models.layers.sinusoidal_positions)."""
   import jax.numpy as jnp
+
   from nat_jax.models.layers import sinusoidal_positions
   return np.asarray(sinusoidal_positions(jnp.arange(rows), dim), np.float32)
 
@@ -178,7 +179,8 @@ def transformer_spec(params, model_cfg, pieces: list[str], position_rows: int = 
   """A ctranslate2 TransformerSpec holding an AT's parameters (unboxed, as load_run gives them).
 
   model_cfg: the run's nat_jax.models.transformer.TransformerConfig (method.model.cfg)."""
-  from ctranslate2.specs import common_spec, transformer_spec as ts
+  from ctranslate2.specs import common_spec
+  from ctranslate2.specs import transformer_spec as ts
   c = model_cfg
   spec = ts.TransformerSpec.from_config((c.enc_layers, c.dec_layers), c.num_heads, pre_norm=c.pre_norm,
                                         activation=common_spec.Activation.RELU)
@@ -278,6 +280,7 @@ def check_out_dir(out_dir: str):
 def run_config(workdir: str):
   """The run's config (today's layout) from its config.json, or None when there is none (load_run says why)."""
   import ml_collections
+
   from nat_jax.methods import upgrade_config
   path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.isfile(path):

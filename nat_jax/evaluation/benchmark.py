@@ -31,17 +31,17 @@ import jax
 import numpy as np
 
 from nat_jax import decode
-from nat_jax.deploy import ct2
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
-from nat_jax.files import atomic_output, write_atomic
-from nat_jax.models.transformer import DTYPES
-from nat_jax.run.workdir import Run
+from nat_jax.deploy import ct2
+from nat_jax.errors import ConfigError
 from nat_jax.evaluation.scoring import reference_view
 from nat_jax.evaluation.timing import machine, timed
+from nat_jax.files import atomic_output, write_atomic
+from nat_jax.models.transformer import DTYPES
 from nat_jax.run.translation import encode_sources, source_lengths, translate_texts
 from nat_jax.run.translator import Translator
-from nat_jax.errors import ConfigError
+from nat_jax.run.workdir import Run
 
 
 @dataclasses.dataclass(frozen=True)

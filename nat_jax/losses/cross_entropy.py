@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
 from nat_jax.core.reduce import argmax
 
 

@@ -22,8 +22,16 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nat_jax.core.graph import (IMPOSSIBLE, clean_log, emission_mask, first_vertex, path_exists, transition_mask,
-                                viterbi_backtrace, viterbi_forward)
+from nat_jax.core.graph import (
+  IMPOSSIBLE,
+  clean_log,
+  emission_mask,
+  first_vertex,
+  path_exists,
+  transition_mask,
+  viterbi_backtrace,
+  viterbi_forward,
+)
 from nat_jax.core.masks import NEG_INF
 
 

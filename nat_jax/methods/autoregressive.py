@@ -8,13 +8,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from nat_jax.views import LeftToRightScorer
-from nat_jax.core.tokens import BOS_ID, EOS_ID, ceil_div, decode_length_bound, through_first_eos
-from nat_jax.methods.registry import register
-from nat_jax.methods.base import Method
-from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, teacher_forced_loss
 from nat_jax.core.masks import attention_mask
+from nat_jax.core.tokens import BOS_ID, EOS_ID, ceil_div, decode_length_bound, through_first_eos
+from nat_jax.methods.base import Method
+from nat_jax.methods.registry import register
+from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, teacher_forced_loss
 from nat_jax.models.transformer import Transformer, transformer_config
+from nat_jax.views import LeftToRightScorer
 
 
 def shift_right(target: jax.Array, bos: int) -> jax.Array:

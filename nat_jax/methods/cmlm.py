@@ -19,22 +19,22 @@ Our choices where the papers and their two codebases leave room (docs/methods.md
 """
 from __future__ import annotations
 
-from flax import traverse_util
 import jax
 import jax.numpy as jnp
 import ml_collections
+from flax import traverse_util
 
+from nat_jax.core.reduce import argmax
 from nat_jax.core.tokens import EOS_ID, MASK_ID
-from nat_jax.views import MaskPredictor
+from nat_jax.errors import ConfigError
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
-from nat_jax.methods.registry import register
-from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer
+from nat_jax.methods.base import Method
+from nat_jax.methods.registry import register
 from nat_jax.methods.sampling import random_subset
 from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, source_args
 from nat_jax.models.transformer import Transformer, transformer_config
-from nat_jax.errors import ConfigError
-from nat_jax.core.reduce import argmax
+from nat_jax.views import MaskPredictor
 
 
 def default_config() -> ml_collections.ConfigDict:

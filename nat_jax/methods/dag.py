@@ -29,20 +29,19 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from nat_jax.core.tokens import BOS_ID
-from nat_jax.views import Graph, GraphPredictor
 from nat_jax.core.graph import map_vertex_chunks, vertex_chunk_count
-from nat_jax.core.tokens import decode_length_bound
+from nat_jax.core.masks import NEG_INF
+from nat_jax.core.reduce import argmax
+from nat_jax.core.tokens import BOS_ID, decode_length_bound
+from nat_jax.errors import ConfigError
 from nat_jax.losses.dag import dag_best_alignment, dag_log_likelihood, dag_nll_per_pair
 from nat_jax.losses.fuzzy import fuzzy_alignment_loss
-from nat_jax.methods.registry import register
 from nat_jax.methods.base import Method
+from nat_jax.methods.registry import register
 from nat_jax.methods.sampling import random_subset
 from nat_jax.models.dag_transformer import DagTransformer
-from nat_jax.core.masks import NEG_INF
 from nat_jax.models.transformer import transformer_config
-from nat_jax.errors import ConfigError
-from nat_jax.core.reduce import argmax
+from nat_jax.views import Graph, GraphPredictor
 
 
 def default_config() -> ml_collections.ConfigDict:

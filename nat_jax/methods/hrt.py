@@ -33,22 +33,22 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from flax import traverse_util
 import jax
 import jax.numpy as jnp
 import ml_collections
+from flax import traverse_util
 
-from nat_jax.core.tokens import BOS_ID, EOS_ID, MASK_ID, ceil_div, skip_frame
-from nat_jax.views import HybridScorer, LeftToRightScorer
-from nat_jax.losses.cross_entropy import smoothed_cross_entropy
-from nat_jax.methods.registry import register
-from nat_jax.methods.base import Method
-from nat_jax.methods.autoregressive import TransformerScorer, autoregressive_inputs, init_transformer
-from nat_jax.methods.cmlm import masked_inputs, random_mask
 from nat_jax.core.packing import Packing
+from nat_jax.core.tokens import BOS_ID, EOS_ID, MASK_ID, ceil_div, skip_frame
+from nat_jax.errors import ConfigError
+from nat_jax.losses.cross_entropy import smoothed_cross_entropy
+from nat_jax.methods.autoregressive import TransformerScorer, autoregressive_inputs, init_transformer
+from nat_jax.methods.base import Method
+from nat_jax.methods.cmlm import masked_inputs, random_mask
+from nat_jax.methods.registry import register
 from nat_jax.methods.teacher_forcing import DecoderInputs, source_args
 from nat_jax.models.transformer import Transformer, transformer_config
-from nat_jax.errors import ConfigError
+from nat_jax.views import HybridScorer, LeftToRightScorer
 
 
 def default_config() -> ml_collections.ConfigDict:

@@ -51,15 +51,15 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from nat_jax.views import LeftToRightScorer
-from nat_jax.core.tokens import BOS_ID, EOS_ID, through_first_eos
-from nat_jax.methods.registry import register
-from nat_jax.methods.base import Method
-from nat_jax.methods.autoregressive import TransformerScorer
-from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, teacher_forced_loss
 from nat_jax.core.masks import attention_mask
-from nat_jax.models.transformer import Transformer, transformer_config
+from nat_jax.core.tokens import BOS_ID, EOS_ID, through_first_eos
 from nat_jax.errors import ConfigError
+from nat_jax.methods.autoregressive import TransformerScorer
+from nat_jax.methods.base import Method
+from nat_jax.methods.registry import register
+from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, teacher_forced_loss
+from nat_jax.models.transformer import Transformer, transformer_config
+from nat_jax.views import LeftToRightScorer
 
 NAMES = {(1, 1): 'AT', (2, 1): 'IBDecoder', (1, 2): 'SA', (2, 2): 'IBDecoder+SA', (4, 1): 'IMDecoder'}
 

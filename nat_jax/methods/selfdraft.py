@@ -30,17 +30,17 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from nat_jax.core.tokens import BOS_ID
+from nat_jax.core.reduce import argmax
 from nat_jax.core.rows import row_updates
-from nat_jax.views import LeftToRightScorer, WindowDrafter
+from nat_jax.core.tokens import BOS_ID
+from nat_jax.errors import ConfigError
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
-from nat_jax.methods.registry import register
-from nat_jax.methods.base import Method
 from nat_jax.methods.autoregressive import TransformerScorer, autoregressive_inputs, init_transformer
+from nat_jax.methods.base import Method
+from nat_jax.methods.registry import register
 from nat_jax.models.draft_head import DraftHead, boundary_states
 from nat_jax.models.transformer import Transformer, transformer_config
-from nat_jax.errors import ConfigError
-from nat_jax.core.reduce import argmax
+from nat_jax.views import LeftToRightScorer, WindowDrafter
 
 
 def default_config() -> ml_collections.ConfigDict:

@@ -18,9 +18,9 @@ import flax
 import jax
 import jax.numpy as jnp
 
-from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.core.masks import attention_mask
 from nat_jax.core.packing import Packing, segment_mask
+from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 
 
 @flax.struct.dataclass

@@ -18,9 +18,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nat_jax.core.tokens import BOS_ID, EOS_ID
 from nat_jax.core.graph import map_vertex_chunks, transition_mask, vertex_chunk_count
 from nat_jax.core.masks import NEG_INF, attention_mask
+from nat_jax.core.tokens import BOS_ID, EOS_ID
 from nat_jax.models.layers import default_init, sinusoidal_positions
 from nat_jax.models.transformer import Transformer, TransformerConfig
 

@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from nat_jax.core.masks import attention_mask
-from nat_jax.models.layers import Attention, Embed, FeedForward, layer_norm, sinusoidal_positions
 from nat_jax.errors import ConfigError
+from nat_jax.models.layers import Attention, Embed, FeedForward, layer_norm, sinusoidal_positions
 
 DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16, 'float16': jnp.float16}
 

@@ -10,7 +10,9 @@ from typing import Optional, Sequence
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
 from nat_jax.errors import ConfigError
 
 # Logical parameter/activation axis -> mesh axis. Attention heads, FFN hidden units and the

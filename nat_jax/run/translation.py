@@ -12,9 +12,9 @@ import jax
 import numpy as np
 
 from nat_jax.core.tokens import WIDTH_STEP
-from nat_jax.run.sharding import place_rows
 from nat_jax.data import Tokenizer, inference_batches
 from nat_jax.errors import log
+from nat_jax.run.sharding import place_rows
 
 
 def source_lengths(max_len: int, geometric: bool = False) -> list[int]:
@@ -73,7 +73,7 @@ def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int, f
   one padded width (`shrink`: a partial batch fewer rows; `mix_widths`: of any widths, for a decoder that
   bounds each row by its own width; nat_jax.data.inference_batches). With a run on several devices
   (`run.mesh`), each batch's rows are split over the mesh's `data` axis, so every device decodes
-  its share, not the whole batch (outputs unchanged; tests/test_aot.py checks every decoder).
+  its share, not the whole batch (outputs unchanged; tests/integration/test_aot.py checks every decoder).
   """
   cfg, tok = run.config, run.tokenizer
   outputs = [''] * len(texts)

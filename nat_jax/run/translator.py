@@ -26,12 +26,12 @@ import jax
 import numpy as np
 
 from nat_jax import decode
-from nat_jax.views import LeftToRightScorer
-from nat_jax.errors import ConfigError
-from nat_jax.run.workdir import Run, load_run
-from nat_jax.run.resources import Resources
 from nat_jax.data.batching import power_of_two_rows
+from nat_jax.errors import ConfigError
+from nat_jax.run.resources import Resources
 from nat_jax.run.translation import on_run_devices, source_lengths, translate_texts
+from nat_jax.run.workdir import Run, load_run
+from nat_jax.views import LeftToRightScorer
 
 
 @dataclasses.dataclass(frozen=True)

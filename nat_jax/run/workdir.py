@@ -10,12 +10,12 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from nat_jax.run import checkpoint
 from nat_jax.data import Tokenizer, load_or_train_tokenizer
 from nat_jax.data.tokenizer import TOKENIZER_FILE
 from nat_jax.errors import CheckpointError, ConfigError
 from nat_jax.methods import get_method, upgrade_config
 from nat_jax.models.transformer import DTYPES
+from nat_jax.run import checkpoint
 from nat_jax.run.sharding import make_mesh
 from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
 

@@ -13,7 +13,6 @@ import jax
 
 from nat_jax.run.summaries import ScalarWriter
 
-
 LOCK_FILE = 'train.lock'         # held (flock) by the training that writes the workdir
 
 

@@ -10,13 +10,12 @@ from typing import Any
 import jax
 import ml_collections
 
-from nat_jax.run import checkpoint
 from nat_jax.decode import check_decoder, parse_options
 from nat_jax.errors import ConfigError, log
 from nat_jax.files import write_atomic
 from nat_jax.methods import get_method
+from nat_jax.run import checkpoint
 from nat_jax.run.workdir import CONFIG_FILE, read_run_config
-
 
 MAX_LEN = 4096                  # tokens per side: attention over more does not fit a batch row's memory
 

@@ -34,7 +34,6 @@ from nat_jax.files import remove_stale_temporaries, write_atomic
 from nat_jax.run.resources import Resources
 from nat_jax.run.translation import encode_sources, translate_texts
 
-
 WORK = '.work'
 
 

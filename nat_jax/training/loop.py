@@ -19,21 +19,34 @@ import ml_collections
 import numpy as np
 from tqdm import tqdm
 
-from nat_jax.run import checkpoint, sharding
-from nat_jax.data import (PackedTrainBatches, TrainBatches, bucket_shapes, encode_pairs, load_or_train_tokenizer,
-                          load_split, packed_shape)
+from nat_jax.data import (
+  PackedTrainBatches,
+  TrainBatches,
+  bucket_shapes,
+  encode_pairs,
+  load_or_train_tokenizer,
+  load_split,
+  packed_shape,
+)
 from nat_jax.data.distilled import distilled_pairs, read_teacher_translations
 from nat_jax.decode import build_decoder
 from nat_jax.errors import ConfigError, TrainingError, log
+from nat_jax.evaluation.scoring import score_translations
 from nat_jax.files import exclusive, write_atomic
 from nat_jax.methods import get_method
-from nat_jax.run.workdir import TOKENIZER_FILE, Run, load_run
+from nat_jax.run import checkpoint, sharding
 from nat_jax.run.resources import Resources
-from nat_jax.evaluation.scoring import score_translations
-from nat_jax.run.translation import translate_texts
 from nat_jax.run.train_state import TrainState, create_train_state, lr_schedule, make_optimizer, state_shardings
-from nat_jax.training.bookkeeping import (LOCK_FILE, PREEMPTED_EXIT, CpuClock, MetricsLog, SignalFlag,
-                                          setup_compilation_cache)
+from nat_jax.run.translation import translate_texts
+from nat_jax.run.workdir import TOKENIZER_FILE, Run, load_run
+from nat_jax.training.bookkeeping import (
+  LOCK_FILE,
+  PREEMPTED_EXIT,
+  CpuClock,
+  MetricsLog,
+  SignalFlag,
+  setup_compilation_cache,
+)
 from nat_jax.training.config import check_fits, check_same_model, validate_config, write_config
 from nat_jax.training.steps import compile_steps, normalize
 

@@ -9,14 +9,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nat_jax.decode import GraphPredictor, method_view
 from nat_jax.core.tokens import clean_path_tokens
+from nat_jax.decode import GraphPredictor, method_view
 from nat_jax.decode.dag import DAG_PATHS
-from nat_jax.viz.pictures import SPECIAL_PIECES, probabilities
 from nat_jax.errors import ConfigError
 from nat_jax.files import atomic_output
 from nat_jax.run.translation import encode_sources
-
+from nat_jax.viz.pictures import SPECIAL_PIECES, probabilities
 
 PATH_COLORS = ('#d62728', '#1f77b4', '#2ca02c', '#9467bd', '#ff7f0e')
 

