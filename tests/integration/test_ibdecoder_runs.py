@@ -1,4 +1,6 @@
 """The IBDecoder family end to end: an IMDecoder run trains, evaluates and translates."""
+import pytest
+
 from nat_jax.decode import build_decoder
 from nat_jax.run.translation import translate_texts
 from nat_jax.run.workdir import load_run
@@ -6,6 +8,8 @@ from nat_jax.training.loop import train_and_evaluate
 from tests.support import tiny_config
 
 
+# about a minute; the IBDecoder family trains in tests/unit/test_ibdecoder.py, end to end in the tour notebook
+@pytest.mark.slow
 def test_imdecoder_trains_and_translates_end_to_end(corpus, compile_cache, tmp_path):
   """A tiny IMDecoder (direction embeddings) through train / evaluate / translate: every line back, in
   order, with greedy, multiword beam and Jacobi (= greedy)."""

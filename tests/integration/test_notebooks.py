@@ -21,6 +21,7 @@ def execute(name: str, runs, monkeypatch):
   return notebook
 
 
+@pytest.mark.slow  # about 2 minutes: trains the tiny AT; its commands have faster tests (test_cli, test_train)
 def test_quickstart_notebook_runs(tmp_path, monkeypatch):
   notebook = execute('quickstart.ipynb', tmp_path, monkeypatch)
   report = json.loads((tmp_path / 'at_bible_tiny' / 'eval' / 'results.json').read_text())
