@@ -23,8 +23,13 @@ each other: `dag_beam_search`, one batched while_loop on the device (fixed shape
 as many steps as the batch's largest graph, over all of its vertices), and `dag_beam_search_host`,
 which searches each row in numpy on the host (a jax.pure_callback), as the reference's C++ search
 does, over its own graph, its alive prefixes and the vertices they can still reach, and stops a row
-once no alive prefix can finish among the K best. On our CPU the host search is the faster without
-an LM and the device's with one, and `--decoder.search=auto` (the default) picks so
+once no alive prefix can finish among the K best. A step of either is the same three moves: the mass
+arriving at each vertex, the finished prefixes (`finished_scores`: both score them with one function),
+the surviving extensions (`choose_extensions`: both choose with one function, the LM pool included);
+they differ only in the representation each is fast with (fixed-shape log-space sums over all L
+vertices and K prefixes on the device; exp-space matmuls over the row's own vertices and live prefixes
+on the host), handed to the shared functions as `top` / `take` / `xp`. On our CPU the host search is the
+faster without an LM and the device's with one, and `--decoder.search=auto` (the default) picks so
 (docs/benchmarks.md 12.3); on an accelerator `auto` is the device search (no host callback).
 
 With an n-gram LM (`lm`: an ARPA file over the target pieces, e.g. `python -m nat_jax.lm`'s; read
@@ -122,6 +127,28 @@ def finished_scores(at_last, last_lp, last_tok, seqs, step, lm_score, t, alpha: 
   return fin / t ** alpha, context
 
 
+
+def choose_extensions(merged, lm_score, context, tokens, k: int, lm: Optional[LmTables], gamma: float, lm_pool: int,
+                      top, take, xp=jnp):
+  """Both searches: which extensions of the alive prefixes survive a step. merged f32[..., K*N]: each
+  prefix's mass with each of N candidate tokens (column col of prefix p at p * N + col; tokens(col) -> the
+  token ids), lm_score f32[..., K] and context i32[..., K, n - 1] of the prefixes. Without an LM the K best
+  by the graph; with one the lm_pool x K best by the graph, re-ranked with gamma x their LM score.
+  top(scores, n) -> (scores, indices) of the n best along the last axis; take(x, index) gathers x's
+  prefix axis (axis 1 on the device, 0 on the host); xp: jax.numpy or numpy. Returns (graph score,
+  parent, column, token, LM score) of each survivor."""
+  n = merged.shape[-1] // lm_score.shape[-1]
+  if lm is None:
+    best, pick = top(merged, k)
+    parent, col = pick // n, pick % n
+    return best, parent, col, tokens(col), take(lm_score, parent)
+  pool, pick = top(merged, lm_pool * k)
+  parent, col = pick // n, pick % n
+  pool_lm = take(lm_score, parent) + lm_logprob(lm, take(context, parent), tokens(col), xp)
+  _, chosen = top(pool + gamma * pool_lm, k)
+  pool, parent, col, pool_lm = (take(x, chosen) for x in (pool, parent, col, pool_lm))
+  return pool, parent, col, tokens(col), pool_lm
+
 @flax.struct.dataclass
 class DeviceGraph:
   """What each step of the device search reads (from `candidates`, padded to L vertices)."""
@@ -166,30 +193,30 @@ def device_finish(g: DeviceGraph, state: DagBeamState, arrive, alpha: float, lm,
           jnp.take_along_axis(all_lengths, keep, axis=1), context)
 
 
+def device_top(scores, n: int):
+  return jax.lax.top_k(scores, min(n, scores.shape[-1]))
+
+
+def device_take(x, index):
+  """x[B, K, ...] at index i32[B, P] along the prefix axis -> [B, P, ...]."""
+  return jnp.take_along_axis(x, index.reshape(index.shape + (1,) * (x.ndim - 2)), axis=1)
+
+
 def device_extend(g: DeviceGraph, state: DagBeamState, arrive, context, lm, gamma: float, lm_pool: int):
   """The K best alive prefixes of one more token (offered at an inner vertex, summed over the vertices
-  offering it; with an LM, the lm_pool x K best by the graph re-ranked with the LM term):
-  (seqs, forward, lm_score)."""
+  offering it; chosen by `choose_extensions`): (seqs, forward, lm_score)."""
   batch, k, size = state.seqs.shape
   vocab = g.token_lp.shape[-1]
   c = g.top_tok.shape[-1]
   offers = (arrive[:, :, :, None] + g.offer.reshape(batch, 1, size, c)).reshape(batch, k, size * c)
   merged = merge_by_token(offers, g.top_tok.reshape(batch, size * c), vocab).reshape(batch, k * vocab)  # [B, K*V]
-  if lm is None:
-    best, pick = jax.lax.top_k(merged, k)  # [B, K]
-    parent, token = pick // vocab, (pick % vocab).astype(jnp.int32)
-    lm_score = state.lm_score
-  else:
-    pool, pick = jax.lax.top_k(merged, min(lm_pool * k, k * vocab))  # [B, P]
-    parent, token = pick // vocab, (pick % vocab).astype(jnp.int32)
-    pool_lm = jnp.take_along_axis(state.lm_score, parent, axis=1) + lm_logprob(
-        lm, jnp.take_along_axis(context, parent[:, :, None], axis=1), token)  # [B, P]
-    _, chosen = jax.lax.top_k(pool + gamma * pool_lm, k)  # [B, K]
-    best, parent, token, lm_score = (jnp.take_along_axis(x, chosen, axis=1) for x in (pool, parent, token, pool_lm))
-  grown = jnp.take_along_axis(arrive, parent[:, :, None], axis=1)  # [B, K, L]
+  best, parent, _, token, lm_score = choose_extensions(merged, state.lm_score, context,
+                                                       lambda col: col.astype(jnp.int32), k, lm, gamma, lm_pool,
+                                                       device_top, device_take)  # [B, K] each
+  grown = device_take(arrive, parent)  # [B, K, L]
   emit = jnp.take_along_axis(g.token_lp, jnp.broadcast_to(token[:, None, :], (batch, size, k)), axis=2)  # [B, L, K]
   forward = jnp.where(g.inner[:, None, :] & jnp.isfinite(best)[:, :, None], grown + jnp.swapaxes(emit, 1, 2), DEAD)
-  seqs = jnp.take_along_axis(state.seqs, parent[:, :, None], axis=1).at[:, :, state.step].set(token)
+  seqs = device_take(state.seqs, parent).at[:, :, state.step].set(token)
   return seqs, forward, lm_score
 
 
@@ -284,24 +311,21 @@ def host_finish(beam: HostBeam, arrive, g: HostGraph, lo: int, k: int, alpha: fl
   return seqs, scores[keep], lengths, context
 
 
+def host_top(scores: np.ndarray, n: int):
+  pick = best_first(scores, n)
+  return scores[pick], pick
+
+
 def host_extend(beam: HostBeam, arrive, merged, context, g: HostGraph, lo: int, k: int, lm, gamma: float,
                 lm_pool: int):
   """The K best alive prefixes of one more token (merged f32[K' * U]: each prefix + offered token's
-  mass; with an LM, the lm_pool x K best re-ranked with the LM term): (forward, seqs, lm_score, mass),
-  dead prefixes dropped; mass f32[K']: each one's largest forward score."""
-  n = len(g.tokens)
-  if lm is None:
-    pick = best_first(merged, k)
-    lm_score = np.zeros(len(pick), np.float32)
-  else:
-    pick = best_first(merged, lm_pool * k)
-    pool_lm = beam.lm_score[pick // n] + lm_logprob(lm, context[pick // n], g.tokens[pick % n], np)
-    chosen = best_first(merged[pick] + gamma * pool_lm, k)
-    pick, lm_score = pick[chosen], pool_lm[chosen]
-  parent, col = np.divmod(pick, n)
+  mass; chosen by `choose_extensions`): (forward, seqs, lm_score, mass), dead prefixes dropped; mass
+  f32[K']: each one's largest forward score."""
+  _, parent, col, token, lm_score = choose_extensions(merged, beam.lm_score, context, lambda col: g.tokens[col], k,
+                                                      lm, gamma, lm_pool, host_top, lambda x, i: x[i], np)
   forward = (arrive[parent] + g.emit[lo:, col].T)[:, 1:]  # [K', G - t]: no prefix of t tokens sits before t
   seqs = beam.seqs[parent]
-  seqs[:, lo] = g.tokens[col]
+  seqs[:, lo] = token
   mass = forward.max(axis=1)
   alive = np.isfinite(mass)
   return forward[alive], seqs[alive], lm_score[alive], mass[alive]
