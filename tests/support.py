@@ -250,9 +250,9 @@ class ViewMethod:
 
 
 def run(view, name, src, **options):
+  """Decoder `name` on a hand-written view (a MarkovScorer or a graph table) as a method offering it."""
   method = ViewMethod(LeftToRightScorer if isinstance(view, MarkovScorer) else GraphPredictor)
-  fn = decode.make_decode_fn(method, name, decode.parse_options(name, {k: str(v) for k, v in options.items()}))
-  return fn(view, src)
+  return run_decoder(method, view, src, name, **options)
 
 
 @flax.struct.dataclass

@@ -127,7 +127,6 @@ def finished_scores(at_last, last_lp, last_tok, seqs, step, lm_score, t, alpha: 
   return fin / t ** alpha, context
 
 
-
 def choose_extensions(merged, lm_score, context, tokens, k: int, lm: Optional[LmTables], gamma: float, lm_pool: int,
                       top, take, xp=jnp):
   """Both searches: which extensions of the alive prefixes survive a step. merged f32[..., K*N]: each
@@ -148,6 +147,7 @@ def choose_extensions(merged, lm_score, context, tokens, k: int, lm: Optional[Lm
   _, chosen = top(pool + gamma * pool_lm, k)
   pool, parent, col, pool_lm = (take(x, chosen) for x in (pool, parent, col, pool_lm))
   return pool, parent, col, tokens(col), pool_lm
+
 
 @flax.struct.dataclass
 class DeviceGraph:
