@@ -13,5 +13,5 @@ set -euo pipefail
 RUN=${1:?usage: launch/serve.sh RUN_DIR [PORT] [flags]}
 PORT=${2:-8000}
 shift $(( $# >= 2 ? 2 : 1 ))
-exec python -m nat_jax.serve --workdir="$RUN" --port="$PORT" --max_batch=64 --max_wait_ms=0 \
+exec python -m nat_jax.serve --workdir="$RUN" --port="$PORT" --max_batch=64 --max_wait_ms=20 \
     --max_queue=4096 --timeout_s=60 "$@"

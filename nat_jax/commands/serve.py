@@ -1,7 +1,7 @@
 """Serve a trained run over HTTP, batching concurrent requests together.
 
   python -m nat_jax.serve --workdir=runs/at_bible_tiny [--decoder=greedy --decoder.<opt>=<v>] \
-      [--host=127.0.0.1 --port=8000] [--max_batch=64 --max_wait_ms=0] [--allowed_decoders=greedy,beam]
+      [--host=127.0.0.1 --port=8000] [--max_batch=64 --max_wait_ms=20] [--allowed_decoders=greedy,beam]
 
   curl -s localhost:8000/v1/translate -H 'Content-Type: application/json' \
       -d '{"text": ["In the beginning God created the heavens and the earth."]}'
@@ -39,8 +39,13 @@ COMMAND_FLAGS = (
     cli.Flag('host', 'str', '127.0.0.1', 'Address to listen on (0.0.0.0: every interface; see --api_key_file).'),
     cli.Flag('port', 'int', 8000, 'Port to listen on.', low=0, high=65535),
     cli.Flag('max_batch', 'int', 64, 'Sentences decoded together at most.', low=1, high=cli.MAX_ROWS),
-    cli.Flag('max_wait_ms', 'float', 0.0, 'How long the oldest waiting sentence waits for others to batch with '
-             '(0: the worker takes whatever waits whenever it is free).', low=0, high=60_000),
+    cli.Flag('max_wait_ms', 'float', 20.0, 'How long the oldest waiting sentence waits, at most, for as many others '
+             'as the last batch held (a lone client never waits; 0: take whatever waits whenever the worker is '
+             'free).', low=0, high=60_000),
+    cli.Flag('compose', 'enum', 'length', 'Where more than --max_batch sentences wait: decode those closest in '
+             'length, a sentence passed over twice going next (length: less padding, more sentences/s), or the '
+             'oldest (arrival).',
+             choices=('length', 'arrival')),
     cli.Flag('max_queue', 'int', 4096, 'Sentences waiting at most; more are refused with 503 and Retry-After.',
              low=1, high=1 << 24),
     cli.Flag('max_sentences', 'int', 256, 'Sentences per request at most (413 above).', low=1, high=1 << 24),
@@ -77,7 +82,7 @@ def main(argv):
 
   config = ServeConfig(max_batch=FLAGS.max_batch, max_wait_ms=FLAGS.max_wait_ms, max_queue=FLAGS.max_queue,
                        max_sentences=FLAGS.max_sentences, max_chars=FLAGS.max_chars, timeout_s=FLAGS.timeout_s,
-                       allowed_decoders=tuple(FLAGS.allowed_decoders), warmup=FLAGS.warmup,
+                       allowed_decoders=tuple(FLAGS.allowed_decoders), warmup=FLAGS.warmup, compose=FLAGS.compose,
                        api_key=read_api_key(FLAGS.api_key_file) if FLAGS.api_key_file else None)
   translator = Translator(FLAGS.workdir, FLAGS.decoder, batch_size=FLAGS.max_batch, average=FLAGS.average,
                           checkpoint=FLAGS.checkpoint, dtype=FLAGS.dtype, **DECODER_OVERRIDES)

@@ -2,7 +2,9 @@
 
 `Batcher`: requests put their sentences on one queue; one worker thread owns the model. It takes the
 decoder of the oldest waiting sentence, gathers up to `max_batch` waiting sentences of that decoder
-(waiting at most `max_wait_ms` after the oldest arrived), decodes them in one `Translator` call
+(once as many wait as the last batch held, or `max_wait_ms` after the oldest arrived, whichever comes
+first; where more wait, `--compose=length` takes those closest in length, never passing one over
+more than MAX_PASSED times: `compose_batch`), decodes them in one `Translator` call
 (length-sorted; one batch of mixed widths for a decoder that bounds each row by its own width, one per
 width bucket for the others; padded to a power-of-two row count) and hands
 each request its sentences in the request's order. A request that times out is answered 504 by
@@ -26,10 +28,12 @@ dependency injection, so FastAPI's pydantic layer would add weight and nothing w
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import concurrent.futures
 import contextlib
 import dataclasses
+import heapq
 import hmac
 import json
 import logging
@@ -57,12 +61,53 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
+MAX_PASSED = 2  # batches a waiting sentence may be passed over for others closer in length before it goes next
+
+
+def compose_batch(lengths: Sequence[int], size: int, anchored: bool = False) -> list[int]:
+  """Which of the waiting sentences (`lengths`, oldest first) to decode together: all of them if they are
+  at most `size`, else the `size` whose lengths span the least (ties: the batch that waited longest), in
+  arrival order; `anchored`: the least-span batch that holds the oldest (index 0).
+
+  A batch runs to its longest sentence and pads to its widest, so a batch of similar lengths wastes the
+  fewest row-steps. The worker anchors on the oldest once it has been passed over MAX_PASSED times, so
+  a sentence waits at most MAX_PASSED batches more than there were sentences before it. The least span
+  among batches of `size` is a window of neighbours in length order, so only windows are tried."""
+  n = len(lengths)
+  if n <= size:
+    return list(range(n))
+  order = sorted(range(n), key=lambda i: (lengths[i], i))        # length order, ties by arrival
+  ordered = [lengths[i] for i in order]
+  starts = range(n - size + 1)
+  if anchored:                                                    # the windows that hold the oldest
+    at = order.index(0)
+    starts = range(max(0, at - size + 1), min(at, n - size) + 1)
+  least = min(ordered[s + size - 1] - ordered[s] for s in starts)
+  ranges = sorted({(ordered[s], ordered[s + size - 1]) for s in starts if ordered[s + size - 1] - ordered[s] == least})
+  best = None
+  for lo, hi in ranges:
+    # every `size` of the sentences with lengths in [lo, hi] span `least`: the oldest of them waited longest
+    block = order[bisect.bisect_left(ordered, lo):bisect.bisect_right(ordered, hi)]
+    chosen = heapq.nsmallest(size, block)
+    if best is None or sum(chosen) < sum(best):
+      best = chosen
+  return sorted(best)
+
+
+def compose_arrival(lengths: Sequence[int], size: int, anchored: bool = False) -> list[int]:
+  """The oldest `size` waiting sentences."""
+  return list(range(min(size, len(lengths))))
+
+
+COMPOSE = {'length': compose_batch, 'arrival': compose_arrival}
+
+
 @dataclasses.dataclass(frozen=True)
 class ServeConfig:
   """What the server accepts and how it batches (flags of `nat_jax.serve`)."""
   max_batch: int = 64            # sentences decoded together at most
-  max_wait_ms: float = 0.0       # how long the oldest waiting sentence waits for others (0: the worker takes
-                                 # what waits whenever it is free; under load, that is a batch)
+  max_wait_ms: float = 20.0      # how long the oldest waiting sentence waits for as many others as the last
+                                 # batch held to arrive (a lone client never waits; 0: never wait)
   max_queue: int = 4096          # sentences waiting at most; more -> 503
   max_sentences: int = 256       # per request; more -> 413
   max_chars: int = 100_000       # per request (all its texts); more -> 413
@@ -71,6 +116,8 @@ class ServeConfig:
   api_key: Optional[str] = None  # when set, every route but /health needs it
   warmup: str = 'narrow'         # before /health says ready, compile every row count at the narrowest
                                  # source width ('narrow'), at every width ('all'), or nothing ('none')
+  compose: str = 'length'        # where more than max_batch wait: those closest in length ('length',
+                                 # compose_batch) or the oldest max_batch ('arrival')
 
   def __post_init__(self):
     for name in ('max_batch', 'max_queue', 'max_sentences', 'max_chars', 'timeout_s'):
@@ -80,6 +127,8 @@ class ServeConfig:
       raise ConfigError(f'--max_wait_ms={self.max_wait_ms}: must be >= 0.')
     if self.warmup not in ('none', 'narrow', 'all'):
       raise ConfigError(f'--warmup={self.warmup!r}: one of none, narrow, all.')
+    if self.compose not in COMPOSE:
+      raise ConfigError(f'--compose={self.compose!r}: one of {", ".join(COMPOSE)}.')
 
 
 class QueueFull(Exception):
@@ -134,6 +183,7 @@ class Job:
   key: tuple            # Translator.decoder_key: (decoder, options)
   future: concurrent.futures.Future
   arrived: float
+  batches_before: int   # batches the worker had taken when it arrived
   results: list = dataclasses.field(default_factory=list)
   remaining: int = 0
 
@@ -150,6 +200,8 @@ class Batcher:
     self._items: collections.deque[tuple[Job, int]] = collections.deque()  # (job, sentence index), oldest first
     self._cv = threading.Condition()
     self._stopping = False
+    self._last_batch = 1  # sentences in the batch taken last: how many the next one waits for
+    self._batches = 0     # batches taken so far
     self.ready = threading.Event()
     self._thread = threading.Thread(target=self._work, name='nat_jax-batcher', daemon=True)
     self._thread.start()
@@ -159,7 +211,7 @@ class Batcher:
 
   def submit(self, texts: Sequence[str], key: tuple) -> concurrent.futures.Future:
     """A future of the request's Translations (in order); QueueFull or Stopping when refused."""
-    job = Job(list(texts), key, concurrent.futures.Future(), time.monotonic())
+    job = Job(list(texts), key, concurrent.futures.Future(), time.monotonic(), self._batches)
     if not texts:
       job.future.set_result([])
       return job.future
@@ -186,8 +238,14 @@ class Batcher:
       self._items = collections.deque(item for item in self._items if not item[0].future.done())
 
   def _take(self) -> Optional[list[tuple[Job, int]]]:
-    """The next batch: up to max_batch waiting sentences of the oldest one's decoder; None once
-    stopping with nothing left."""
+    """The next batch: up to max_batch waiting sentences of the oldest one's decoder, composed as
+    `config.compose` says; None once stopping with nothing left.
+
+    It is taken once as many of that decoder wait as the last batch held (max_batch at most), or
+    max_wait_ms after the oldest arrived. Clients that were just answered send again, but their requests
+    trickle in while the HTTP side shares the cores with decoding: a worker that took whatever waited
+    the moment it was free decoded batches of 8 under 32 such clients and 2 under 128
+    (docs/benchmarks.md §15.4). A lone client's batch held 1, so it never waits."""
     max_batch, wait = self.config.max_batch, self.config.max_wait_ms / 1000
     with self._cv:
       while True:
@@ -201,12 +259,16 @@ class Batcher:
         ready_at = self._items[0][0].arrived + wait
         same = sum(1 for job, _ in self._items if job.key == key)
         now = time.monotonic()
-        if same >= max_batch or now >= ready_at or self._stopping:
+        if same >= min(max_batch, self._last_batch) or now >= ready_at or self._stopping:
           break
         self._cv.wait(ready_at - now)
-      batch, rest = [], collections.deque()
-      for item in self._items:
-        (batch if item[0].key == key and len(batch) < max_batch else rest).append(item)
+      waiting = [item for item in self._items if item[0].key == key]
+      anchored = self._batches - waiting[0][0].batches_before >= MAX_PASSED
+      chosen = {id(waiting[i]) for i in COMPOSE[self.config.compose]([len(job.texts[i]) for job, i in waiting],
+                                                                       max_batch, anchored)}
+      batch = [item for item in waiting if id(item) in chosen]
+      self._last_batch, self._batches = len(batch), self._batches + 1
+      rest = collections.deque(item for item in self._items if id(item) not in chosen)
       self._items = rest
       self.metrics.queue_depth.set(len(rest))
       return batch
