@@ -31,6 +31,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import httpx
@@ -172,12 +173,15 @@ def start_server(workdir: str, decoder: str, max_batch: int) -> tuple[subprocess
                            f'--port={port}', f'--max_batch={max_batch}', f'--max_wait_ms={FLAGS.max_wait_ms}',
                            '--max_queue=1000000', '--timeout_s=600', f'--warmup={FLAGS.warmup}',
                            f'--http={FLAGS.http}', f'--compose={FLAGS.compose}'],
-                          stderr=subprocess.DEVNULL)
+                          stderr=(errors := tempfile.TemporaryFile()))
   url = f'http://127.0.0.1:{port}'
   started, deadline = time.monotonic(), time.monotonic() + 1800
   while True:
     if proc.poll() is not None:
-      raise RuntimeError(f'the server for {workdir} exited with status {proc.returncode}.')
+      errors.seek(0)
+      tail = errors.read().decode(errors='replace').strip().splitlines()[-20:]
+      raise RuntimeError(f'the server for {workdir} exited with status {proc.returncode}; its last lines:\n'
+                         + '\n'.join(tail))
     try:
       if httpx.get(url + '/health').status_code == 200:
         print(f'  server (max_batch={max_batch}, warmup={FLAGS.warmup}) ready in {time.monotonic() - started:.0f} s',
@@ -348,9 +352,9 @@ def main(argv):
                      / base['closed_loop'][str(c)]['sentences_per_s'], 3) for c in levels}}
     print(f'  ratios: {row["ratios"]}', flush=True)
     report['rows'][entry] = row
-  if FLAGS.out:
-    os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-    write_atomic(FLAGS.out, json.dumps(report, indent=1))
+    if FLAGS.out:  # after every row: a later row's failure keeps the earlier ones
+      os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
+      write_atomic(FLAGS.out, json.dumps(report, indent=1))
   print(json.dumps(report['rows'], indent=1))
 
 
