@@ -225,7 +225,7 @@ class Connection:
   """One keep-alive HTTP/1.1 connection, speaking only what the load needs: POST a JSON body, read an
   answer that has a Content-Length (uvicorn's JSON answers do). The clients share the server's cores
   here, so they should cost little: httpx's pool spent 2.5 CPU ms per request at 1 client, 5.3 at 32
-  and 19.6 at 128 (it scans its connections on every request), this about 0.3."""
+  and 19.6 at 128 (it scans its connections on every request), this 0.1-0.5 (docs/benchmarks.md §15.4)."""
 
   def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str):
     self.reader, self.writer, self.host = reader, writer, host.encode()

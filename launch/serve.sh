@@ -9,6 +9,8 @@
 # key>: without a key anyone who reaches the port can use the server. SIGTERM (docker stop, systemd,
 # Kubernetes) finishes the requests in flight and exits 0; point a readiness probe at /health (503
 # until warm-up has compiled) and a Prometheus scrape at /metrics.
+# On a small CPU host a DA-Transformer decodes no faster in batches: add --max_batch=1 for it there
+# (docs/benchmarks.md §15.4).
 set -euo pipefail
 RUN=${1:?usage: launch/serve.sh RUN_DIR [PORT] [flags]}
 PORT=${2:-8000}
