@@ -40,7 +40,7 @@ from absl import flags
 
 from nat_jax.commands import cli
 from nat_jax.data import load_split
-from nat_jax.deploy.server import COMPOSE, MAX_PASSED
+from nat_jax.deploy.server import COMPOSE
 from nat_jax.errors import ConfigError
 from nat_jax.evaluation.timing import machine
 from nat_jax.files import write_atomic
@@ -115,10 +115,9 @@ def closed_loop_batches(sentences: list[str], clients: int, max_batch: int) -> l
   the next ones of the stream."""
   compose = COMPOSE[FLAGS.compose]
   waiting, coming, batches = list(range(min(clients, len(sentences)))), clients, []
-  arrived = dict.fromkeys(waiting, 0)  # batches taken before each arrived (the worker's anchoring rule)
+  arrived = dict.fromkeys(waiting, 0)  # batches taken before each arrived (how often the oldest was passed over)
   while waiting:
-    anchored = len(batches) - arrived[waiting[0]] >= MAX_PASSED
-    taken = set(compose([len(sentences[i]) for i in waiting], max_batch, anchored))
+    taken = set(compose([len(sentences[i]) for i in waiting], max_batch, len(batches) - arrived[waiting[0]]))
     batches.append([waiting[j] for j in sorted(taken)])
     waiting = [i for j, i in enumerate(waiting) if j not in taken]
     new = range(coming, min(coming + len(taken), len(sentences)))

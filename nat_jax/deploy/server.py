@@ -64,22 +64,23 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 MAX_PASSED = 2  # batches a waiting sentence may be passed over for others closer in length before it goes next
 
 
-def compose_batch(lengths: Sequence[int], size: int, anchored: bool = False) -> list[int]:
+def compose_batch(lengths: Sequence[int], size: int, passed_over: int = 0) -> list[int]:
   """Which of the waiting sentences (`lengths`, oldest first) to decode together: all of them if they are
   at most `size`, else the `size` whose lengths span the least (ties: the batch that waited longest), in
-  arrival order; `anchored`: the least-span batch that holds the oldest (index 0).
+  arrival order; once the oldest (index 0) has been passed over (`passed_over`: batches taken since it
+  arrived) MAX_PASSED times, the least-span batch that holds it.
 
   A batch runs to its longest sentence and pads to its widest, so a batch of similar lengths wastes the
-  fewest row-steps. The worker anchors on the oldest once it has been passed over MAX_PASSED times, so
-  a sentence waits at most MAX_PASSED batches more than there were sentences before it. The least span
-  among batches of `size` is a window of neighbours in length order, so only windows are tried."""
+  fewest row-steps; anchoring on an oldest passed over MAX_PASSED times means a sentence waits at most
+  MAX_PASSED batches more than there were sentences before it. The least span among batches of `size`
+  is a window of neighbours in length order, so only windows are tried."""
   n = len(lengths)
   if n <= size:
     return list(range(n))
   order = sorted(range(n), key=lambda i: (lengths[i], i))        # length order, ties by arrival
   ordered = [lengths[i] for i in order]
   starts = range(n - size + 1)
-  if anchored:                                                    # the windows that hold the oldest
+  if passed_over >= MAX_PASSED:                                   # the windows that hold the oldest
     at = order.index(0)
     starts = range(max(0, at - size + 1), min(at, n - size) + 1)
   least = min(ordered[s + size - 1] - ordered[s] for s in starts)
@@ -94,7 +95,7 @@ def compose_batch(lengths: Sequence[int], size: int, anchored: bool = False) -> 
   return sorted(best)
 
 
-def compose_arrival(lengths: Sequence[int], size: int, anchored: bool = False) -> list[int]:
+def compose_arrival(lengths: Sequence[int], size: int, passed_over: int = 0) -> list[int]:
   """The oldest `size` waiting sentences."""
   return list(range(min(size, len(lengths))))
 
@@ -257,15 +258,14 @@ class Batcher:
           continue
         key = self._items[0][0].key
         ready_at = self._items[0][0].arrived + wait
-        same = sum(1 for job, _ in self._items if job.key == key)
+        waiting = [item for item in self._items if item[0].key == key]
         now = time.monotonic()
-        if same >= min(max_batch, self._last_batch) or now >= ready_at or self._stopping:
+        if len(waiting) >= min(max_batch, self._last_batch) or now >= ready_at or self._stopping:
           break
         self._cv.wait(ready_at - now)
-      waiting = [item for item in self._items if item[0].key == key]
-      anchored = self._batches - waiting[0][0].batches_before >= MAX_PASSED
+      passed_over = self._batches - waiting[0][0].batches_before
       chosen = {id(waiting[i]) for i in COMPOSE[self.config.compose]([len(job.texts[i]) for job, i in waiting],
-                                                                       max_batch, anchored)}
+                                                                       max_batch, passed_over)}
       batch = [item for item in waiting if id(item) in chosen]
       self._last_batch, self._batches = len(batch), self._batches + 1
       rest = collections.deque(item for item in self._items if id(item) not in chosen)

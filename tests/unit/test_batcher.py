@@ -24,14 +24,15 @@ def brute_force(lengths, size, anchored):
   return best
 
 
-@pytest.mark.parametrize('anchored', [False, True])
+@pytest.mark.parametrize('passed_over', [0, MAX_PASSED - 1, MAX_PASSED])
 @pytest.mark.parametrize('seed', range(30))
-def test_compose_batch_is_the_tightest_batch(seed, anchored):
+def test_compose_batch_is_the_tightest_batch(seed, passed_over):
+  anchored = passed_over >= MAX_PASSED
   rng = np.random.default_rng(seed)
   n = int(rng.integers(2, 10))
   size = int(rng.integers(1, n + 1))
   lengths = [int(x) for x in rng.integers(1, 8 if seed % 2 else 40, n)]  # few distinct lengths: many ties
-  chosen = compose_batch(lengths, size, anchored)
+  chosen = compose_batch(lengths, size, passed_over)
   assert chosen == sorted(chosen) and len(set(chosen)) == size and (chosen[0] == 0 or not anchored)
   (span, waited), _ = brute_force(lengths, size, anchored)
   assert max(lengths[i] for i in chosen) - min(lengths[i] for i in chosen) == span
@@ -42,7 +43,7 @@ def test_everything_fits_one_batch_and_arrival_takes_the_oldest():
   assert compose_batch([5, 1, 9], 3) == [0, 1, 2] and compose_batch([], 4) == []
   assert compose_arrival([5, 1, 9, 2], 2) == [0, 1]
   assert compose_batch([50, 10, 11, 49, 12, 51], 3) == [1, 2, 4]                 # the tightest three
-  assert compose_batch([50, 10, 11, 49, 12, 51], 3, anchored=True) == [0, 3, 5]  # the oldest's neighbours
+  assert compose_batch([50, 10, 11, 49, 12, 51], 3, MAX_PASSED) == [0, 3, 5]    # the oldest's neighbours
 
 
 def test_no_sentence_waits_more_than_max_passed_batches_beyond_those_before_it():
@@ -58,7 +59,7 @@ def test_no_sentence_waits_more_than_max_passed_batches_beyond_those_before_it()
       arrived_behind[next_id], waited[next_id], arrived_at[next_id] = len(queue), 0, batches
       queue.append(next_id)
       next_id += 1
-    taken = compose_batch([lengths[i] for i in queue], 8, batches - arrived_at[queue[0]] >= MAX_PASSED)
+    taken = compose_batch([lengths[i] for i in queue], 8, batches - arrived_at[queue[0]])
     gone = {queue[i] for i in taken}
     for i in queue:
       if i not in gone:
