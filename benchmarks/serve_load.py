@@ -91,8 +91,9 @@ def offline(workdir: str, decoder: str, sentences: list[str]) -> dict:
     latency.append(time.perf_counter() - t0)
   loop = {}
   for clients in [int(c) for c in FLAGS.clients]:
-    stream = load_stream(sentences, clients)
-    chunks = [[stream[i] for i in batch] for batch in closed_loop_batches(stream, clients, FLAGS.max_batch)]
+    stream = load_stream(sentences, clients, FLAGS.requests_per_client)
+    chunks = [[stream[i] for i in batch]
+              for batch in closed_loop_batches(stream, clients, FLAGS.max_batch, FLAGS.compose)]
     for chunk in chunks:  # compiles
       translator.translate(chunk)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -108,16 +109,16 @@ def offline(workdir: str, decoder: str, sentences: list[str]) -> dict:
           'batch1_p50_ms': percentile_ms(latency, 50), 'batch1_p99_ms': percentile_ms(latency, 99)}
 
 
-def closed_loop_batches(sentences: list[str], clients: int, max_batch: int) -> list[list[int]]:
-  """The batches (sentence indices) a server composing as `--compose` decodes under `clients` one-sentence
+def closed_loop_batches(sentences: list[str], clients: int, max_batch: int, compose: str) -> list[list[int]]:
+  """The batches (sentence indices) a server composing as `compose` decodes under `clients` one-sentence
   clients that each send their next sentence the moment they are answered, when all of them are waiting
   whenever the worker is free: `clients` sentences wait, a batch is taken, its sentences are replaced by
   the next ones of the stream."""
-  compose = COMPOSE[FLAGS.compose]
+  compose_fn = COMPOSE[compose]
   waiting, coming, batches = list(range(min(clients, len(sentences)))), clients, []
   arrived = dict.fromkeys(waiting, 0)  # batches taken before each arrived (how often the oldest was passed over)
   while waiting:
-    taken = set(compose([len(sentences[i]) for i in waiting], max_batch, len(batches) - arrived[waiting[0]]))
+    taken = set(compose_fn([len(sentences[i]) for i in waiting], max_batch, len(batches) - arrived[waiting[0]]))
     batches.append([waiting[j] for j in sorted(taken)])
     waiting = [i for j, i in enumerate(waiting) if j not in taken]
     new = range(coming, min(coming + len(taken), len(sentences)))
@@ -127,10 +128,10 @@ def closed_loop_batches(sentences: list[str], clients: int, max_batch: int) -> l
   return batches
 
 
-def load_stream(sentences: list[str], clients: int) -> list[str]:
-  """What `clients` clients send in one timed round: the sentences, cycled to `--requests_per_client`
-  requests each where that is more (so a round is not all start and tail)."""
-  return [sentences[i % len(sentences)] for i in range(max(len(sentences), FLAGS.requests_per_client * clients))]
+def load_stream(sentences: list[str], clients: int, per_client: int) -> list[str]:
+  """What `clients` clients send in one timed round: the sentences, cycled to `per_client` requests each
+  where that is more (so a round is not all start and tail)."""
+  return [sentences[i % len(sentences)] for i in range(max(len(sentences), per_client * clients))]
 
 
 def row_step_use(translator: Translator, sentences: list[str], rows: int = 64) -> dict:
@@ -210,8 +211,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def server_counts(url: str) -> dict[str, float]:
-  """The server's compile count and batch-size histogram sum and count, from /metrics."""
-  names = ('nat_jax_compiles_total', 'nat_jax_batch_size_sum', 'nat_jax_batch_size_count')
+  """The server's compiles, compile-cache clears and batch-size histogram sum and count, from /metrics."""
+  names = ('nat_jax_compiles_total', 'nat_jax_compile_cache_clears_total', 'nat_jax_batch_size_sum',
+           'nat_jax_batch_size_count')
   values = dict.fromkeys(names, float('nan'))
   for line in httpx.get(url + '/metrics').text.splitlines():
     name, _, value = line.partition(' ')
@@ -294,7 +296,7 @@ def served(workdir: str, decoder: str, sentences: list[str], max_batch: int, lev
   try:
     out = {}
     for clients in levels:
-      stream = load_stream(sentences, clients)
+      stream = load_stream(sentences, clients, FLAGS.requests_per_client)
       run_async(load(url, stream, clients, requests=len(stream)))  # untimed: compiles what this load needs
       before, server_cpu, client_cpu = server_counts(url), cpu_seconds(proc.pid), time.process_time()
       out[str(clients)] = row = run_async(load(url, stream, clients, requests=len(stream)))
@@ -302,6 +304,7 @@ def served(workdir: str, decoder: str, sentences: list[str], max_batch: int, lev
       row['server_cpu_ms_per_sentence'] = round(1000 * (cpu_seconds(proc.pid) - server_cpu) / done, 2)
       row['client_cpu_ms_per_sentence'] = round(1000 * (time.process_time() - client_cpu) / done, 2)
       row['compiles_while_timed'] = after['nat_jax_compiles_total'] - before['nat_jax_compiles_total']
+      row['cache_clears'] = after['nat_jax_compile_cache_clears_total']  # since the server started
       row['mean_batch'] = round((after['nat_jax_batch_size_sum'] - before['nat_jax_batch_size_sum'])
                                 / max(1.0, after['nat_jax_batch_size_count'] - before['nat_jax_batch_size_count']), 1)
       print(f'  max_batch={max_batch} clients={clients}: {out[str(clients)]}', flush=True)

@@ -39,9 +39,9 @@ COMMAND_FLAGS = (
     cli.Flag('host', 'str', '127.0.0.1', 'Address to listen on (0.0.0.0: every interface; see --api_key_file).'),
     cli.Flag('port', 'int', 8000, 'Port to listen on.', low=0, high=65535),
     cli.Flag('max_batch', 'int', 64, 'Sentences decoded together at most.', low=1, high=cli.MAX_ROWS),
-    cli.Flag('max_wait_ms', 'float', 20.0, 'How long the oldest waiting sentence waits, at most, for as many others '
-             'as the last batch held (a lone client never waits; 0: take whatever waits whenever the worker is '
-             'free).', low=0, high=60_000),
+    cli.Flag('max_wait_ms', 'float', 20.0, 'How long the free worker waits, at most, for as many sentences as were '
+             'outstanding since its last batch (a lone client never waits; 0: take whatever waits whenever the '
+             'worker is free).', low=0, high=60_000),
     cli.Flag('compose', 'enum', 'length', 'Where more than --max_batch sentences wait: decode those closest in '
              'length, a sentence passed over twice going next (length: less padding, more sentences/s), or the '
              'oldest (arrival).',

@@ -2,12 +2,12 @@
 
 `Batcher`: requests put their sentences on one queue; one worker thread owns the model. It takes the
 decoder of the oldest waiting sentence, gathers up to `max_batch` waiting sentences of that decoder
-(once as many wait as the last batch held, or `max_wait_ms` after the oldest arrived, whichever comes
-first; where more wait, `--compose=length` takes those closest in length, never passing one over
-more than MAX_PASSED times: `compose_batch`), decodes them in one `Translator` call
-(length-sorted; one batch of mixed widths for a decoder that bounds each row by its own width, one per
-width bucket for the others; padded to a power-of-two row count) and hands
-each request its sentences in the request's order. A request that times out is answered 504 by
+(once as many wait as were outstanding, waiting or decoding, since its last batch was taken, or once it
+has been free `max_wait_ms`, whichever comes first; where more wait, `--compose=length` takes those
+closest in length, never passing one over more than MAX_PASSED times: `compose_batch`), decodes them in
+one `Translator` call (length-sorted; one batch of mixed widths for a decoder that bounds each row by its
+own width, one per width bucket for the others; padded to a power-of-two row count) and hands each
+request its sentences in the request's order. A request that times out is answered 504 by
 its handler; its sentences still waiting are skipped, so they never hold up others.
 
 `make_app` builds the Starlette application (ASGI; run it with uvicorn, as `nat_jax.serve` does):
@@ -17,7 +17,7 @@ its handler; its sentences still waiting are skipped, so they never hold up othe
   GET  /languages      LibreTranslate's language list: the run's pair
   GET  /health         200 once warm-up compiled the default shapes, 503 before
   GET  /metrics        Prometheus text: requests (answered, in progress), sentences, queue depth, batch sizes,
-                       latency, compiles
+                       latency, compiles, compile-cache clears (nat_jax.run.compiled)
 Errors are JSON {"error": "..."} naming the field or limit: 400 bad body or decoder, 401 missing or
 wrong key (only with an API key), 413 over `max_sentences` / `max_chars`, 503 queue full (with
 Retry-After) or shutting down, 504 timed out.
@@ -50,6 +50,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from nat_jax.errors import ConfigError
+from nat_jax.run import compiled
 from nat_jax.run.translator import Translation, Translator
 
 log = logging.getLogger('nat_jax')
@@ -107,8 +108,8 @@ COMPOSE = {'length': compose_batch, 'arrival': compose_arrival}
 class ServeConfig:
   """What the server accepts and how it batches (flags of `nat_jax.serve`)."""
   max_batch: int = 64            # sentences decoded together at most
-  max_wait_ms: float = 20.0      # how long the oldest waiting sentence waits for as many others as the last
-                                 # batch held to arrive (a lone client never waits; 0: never wait)
+  max_wait_ms: float = 20.0      # how long the free worker waits at most for as many sentences as were
+                                 # outstanding since its last batch (a lone client never waits; 0: never wait)
   max_queue: int = 4096          # sentences waiting at most; more -> 503
   max_sentences: int = 256       # per request; more -> 413
   max_chars: int = 100_000       # per request (all its texts); more -> 413
@@ -155,26 +156,15 @@ class Metrics:
     self.latency = prom.Histogram('nat_jax_request_latency_seconds', 'Time from arrival to answer of a translation '
                                   'request', ['route'], buckets=LATENCY_BUCKETS, registry=r)
     self.compiles = prom.Counter('nat_jax_compiles', 'XLA backend compilations in this process', registry=r)
+    self.cache_clears = prom.Counter('nat_jax_compile_cache_clears', 'Times every compiled program was dropped, its '
+                                     'memory maps near the kernel limit vm.max_map_count', registry=r)
+    self._counted = {self.compiles: compiled.compiles(), self.cache_clears: compiled.cache_clears()}
 
   def text(self) -> bytes:
+    for counter, now in ((self.compiles, compiled.compiles()), (self.cache_clears, compiled.cache_clears())):
+      counter.inc(now - self._counted[counter])  # the process's counts since these metrics were made
+      self._counted[counter] = now
     return prom.generate_latest(self.registry)
-
-
-@contextlib.contextmanager
-def counting_compiles(counter):
-  """Counts every XLA backend compile of the process in `counter` while inside."""
-  import jax
-  from jax._src import monitoring  # the listener API: jax.monitoring exposes register but not unregister
-  event = '/jax/core/compile/backend_compile_duration'
-
-  def listen(name, seconds, **kwargs):
-    if name == event:
-      counter.inc()
-  jax.monitoring.register_event_duration_secs_listener(listen)
-  try:
-    yield
-  finally:
-    monitoring.unregister_event_duration_listener(listen)
 
 
 @dataclasses.dataclass(eq=False)
@@ -201,7 +191,8 @@ class Batcher:
     self._items: collections.deque[tuple[Job, int]] = collections.deque()  # (job, sentence index), oldest first
     self._cv = threading.Condition()
     self._stopping = False
-    self._last_batch = 1  # sentences in the batch taken last: how many the next one waits for
+    self._peak = 1        # most sentences outstanding (waiting or decoding) since the last batch was taken
+    self._decoding = 0    # sentences in the batch being decoded
     self._batches = 0     # batches taken so far
     self.ready = threading.Event()
     self._thread = threading.Thread(target=self._work, name='nat_jax-batcher', daemon=True)
@@ -222,6 +213,7 @@ class Batcher:
       if len(self._items) + len(texts) > self.config.max_queue:
         raise QueueFull()
       self._items.extend((job, i) for i in range(len(texts)))
+      self._peak = max(self._peak, len(self._items) + self._decoding)
       self.metrics.queue_depth.set(len(self._items))
       self._cv.notify()
     return job.future
@@ -242,13 +234,17 @@ class Batcher:
     """The next batch: up to max_batch waiting sentences of the oldest one's decoder, composed as
     `config.compose` says; None once stopping with nothing left.
 
-    It is taken once as many of that decoder wait as the last batch held (max_batch at most), or
-    max_wait_ms after the oldest arrived. Clients that were just answered send again, but their requests
-    trickle in while the HTTP side shares the cores with decoding: a worker that took whatever waited
-    the moment it was free decoded batches of 8 under 32 such clients and 2 under 128
-    (docs/benchmarks.md §15.4). A lone client's batch held 1, so it never waits."""
+    It is taken once as many of that decoder wait as were outstanding (waiting or decoding) at any time
+    since the last batch was taken (max_batch at most), or once the worker has been free max_wait_ms.
+    Clients that were just answered send again, but their requests trickle in while the HTTP side
+    shares the cores with decoding: a worker that took whatever waited the moment it was free decoded
+    batches of 8 under 32 such clients and 2 under 128, and one that waited only for as many as its last
+    batch held could settle into two halves of the clients taking turns, at half the throughput
+    (docs/benchmarks.md §15.4, §15.5). A lone client has 1 outstanding, so it never waits."""
     max_batch, wait = self.config.max_batch, self.config.max_wait_ms / 1000
     with self._cv:
+      self._decoding = 0
+      free_since = time.monotonic()
       while True:
         self._drop_abandoned()
         if not self._items:
@@ -257,19 +253,19 @@ class Batcher:
           self._cv.wait()
           continue
         key = self._items[0][0].key
-        ready_at = self._items[0][0].arrived + wait
+        ready_at = max(self._items[0][0].arrived, free_since) + wait
         waiting = [item for item in self._items if item[0].key == key]
         now = time.monotonic()
-        if len(waiting) >= min(max_batch, self._last_batch) or now >= ready_at or self._stopping:
+        if len(waiting) >= min(max_batch, self._peak) or now >= ready_at or self._stopping:
           break
         self._cv.wait(ready_at - now)
       passed_over = self._batches - waiting[0][0].batches_before
       chosen = {id(waiting[i]) for i in COMPOSE[self.config.compose]([len(job.texts[i]) for job, i in waiting],
                                                                        max_batch, passed_over)}
       batch = [item for item in waiting if id(item) in chosen]
-      self._last_batch, self._batches = len(batch), self._batches + 1
       rest = collections.deque(item for item in self._items if id(item) not in chosen)
-      self._items = rest
+      self._items, self._decoding, self._batches = rest, len(batch), self._batches + 1
+      self._peak = len(rest) + len(batch)
       self.metrics.queue_depth.set(len(rest))
       return batch
 
@@ -354,7 +350,6 @@ class Service:
       translator.decoder_for(name)  # an unknown or unfitting decoder fails at start, not per request
     self.allowed = sorted(allowed)
     self.batcher: Optional[Batcher] = None
-    self._compiles = None
     self.metrics.queue_depth.set_function(lambda: self.batcher.depth() if self.batcher else 0)
     routes = [Route('/v1/translate', self.translate, methods=['POST']),
               Route('/translate', self.libre_translate, methods=['POST']),
@@ -365,12 +360,11 @@ class Service:
 
   @contextlib.asynccontextmanager
   async def lifespan(self, app):
-    with counting_compiles(self.metrics.compiles):
-      self.batcher = Batcher(self.translator, self.config, self.metrics)
-      try:
-        yield
-      finally:
-        await asyncio.get_running_loop().run_in_executor(None, self.batcher.stop, self.config.timeout_s)
+    self.batcher = Batcher(self.translator, self.config, self.metrics)
+    try:
+      yield
+    finally:
+      await asyncio.get_running_loop().run_in_executor(None, self.batcher.stop, self.config.timeout_s)
 
   # --- request plumbing
   async def body(self, request: Request) -> dict:

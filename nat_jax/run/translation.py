@@ -14,6 +14,7 @@ import numpy as np
 from nat_jax.core.tokens import WIDTH_STEP
 from nat_jax.data import Tokenizer, inference_batches
 from nat_jax.errors import log
+from nat_jax.run import compiled
 from nat_jax.run.sharding import place_rows
 
 
@@ -81,6 +82,7 @@ def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int, f
   keep = [i for i, t in enumerate(texts) if t.strip()]
   seqs = encode_sources([texts[i] for i in keep], tok, cfg.max_len, [first_line + i for i in keep])
   for idx, src in inference_batches(seqs, rows, source_lengths(cfg.max_len, mix_widths), shrink, mix_widths):
+    compiled.keep_maps_in_bounds()  # a process meeting many shapes must not run out of memory maps
     out = decode_fn(run.params, on_run_devices(src, run))
     tokens = host_value(out.tokens)
     aux = {k: host_value(v) for k, v in out.aux.items()}

@@ -27,7 +27,8 @@ import numpy as np
 
 from nat_jax import decode
 from nat_jax.data.batching import power_of_two_rows
-from nat_jax.errors import ConfigError
+from nat_jax.errors import ConfigError, log
+from nat_jax.run import compiled
 from nat_jax.run.resources import Resources
 from nat_jax.run.translation import on_run_devices, source_lengths, translate_texts
 from nat_jax.run.workdir import Run, load_run
@@ -153,7 +154,8 @@ class Translator:
               options: Optional[Mapping[str, Any]] = None) -> int:
     """Compile the decoder for every row count translate uses (1, 2, 4, ... batch_size) at the narrowest
     source width ('narrow') or at every width the run takes ('all'), by decoding rows of padding;
-    returns how many shapes it ran."""
+    returns how many shapes it ran. It stops early, with a warning, where the process's memory maps reach
+    half the kernel's limit (nat_jax.run.compiled): the rest compile when first used."""
     if widths not in ('narrow', 'all'):
       raise ConfigError(f"warm_up widths must be 'narrow' or 'all', got {widths!r}.")
     fn, parsed = self.decoder_for(decoder, options)
@@ -161,7 +163,14 @@ class Translator:
     lengths = source_lengths(self.run.config.max_len, self.mixes_widths(decoder, options, parsed))
     shapes = [(rows, width) for width in (lengths if widths == 'all' else lengths[:1]) for rows in counts]
     with self._lock:
-      for rows, width in shapes:  # rows of padding, as every partial batch has
+      for done, (rows, width) in enumerate(shapes):  # rows of padding, as every partial batch has
+        if not compiled.room_to_warm_up():
+          count, limit = compiled.memory_maps()
+          log.warning('warm-up stopped after %d of %d shapes: this process holds %d memory maps of the kernel '
+                      'limit vm.max_map_count=%d (each compiled program takes some). The rest compile when first '
+                      'used; to warm up more, raise the limit (sysctl -w vm.max_map_count=262144).',
+                      done, len(shapes), count, limit)
+          return done
         jax.block_until_ready(fn(self.run.params, on_run_devices(np.zeros((rows, width), np.int32), self.run)))
     return len(shapes)
 

@@ -6,6 +6,7 @@ server keeps serving, and SIGTERM under load finishes what is in flight and exit
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -19,6 +20,7 @@ import pytest
 from nat_jax import Translator
 from nat_jax.deploy.server import ServeConfig, Service, running
 from nat_jax.errors import ConfigError
+from nat_jax.run import compiled
 from nat_jax.run.translation import translate_texts
 from nat_jax.training.loop import train_and_evaluate
 from tests.support import tiny_config
@@ -89,6 +91,18 @@ def test_translator_errors_name_the_problem(trained_run, tmp_path):
     translator.translate('one string')
   assert translator.decoder_for('greedy') is translator.decoder_for('greedy', {})  # built once
 
+
+
+def test_warm_up_stops_where_memory_maps_run_short(trained_run, monkeypatch, caplog):
+  """Past half the kernel's map limit (nat_jax.run.compiled) warm-up compiles nothing more, says so, and
+  the shapes it left compile on first use."""
+  translator = Translator(trained_run, 'greedy', batch_size=4)
+  room = iter([True, True, False])
+  monkeypatch.setattr(compiled, 'room_to_warm_up', lambda: next(room))
+  assert translator.warm_up('all') == 2  # of 3 row counts (1, 2, 4) x 5 source widths (8, 16, 24, 32, 48)
+  assert 'warm-up stopped after 2 of 15 shapes' in caplog.text and 'vm.max_map_count' in caplog.text
+  monkeypatch.setattr(compiled, 'room_to_warm_up', lambda: True)
+  assert translator.warm_up('narrow') == 3  # rows 1, 2, 4
 
 # --- served = offline, under concurrency -------------------------------------------------------------
 async def concurrent_clients(url: str, requests: list[list[str]], clients: int = 32, **fields) -> list[list[str]]:
@@ -253,7 +267,34 @@ def test_health_waits_for_warm_up_and_api_key_guards_the_rest(trained_run):
     assert libre.json() == {'translatedText': ok.json()['translations'][0]}
     metrics = httpx.get(url + '/metrics', headers={'Authorization': 'Bearer s3cret'}).text
   assert 'nat_jax_compiles_total' in metrics and 'nat_jax_request_latency_seconds_bucket' in metrics
+  assert 'nat_jax_compile_cache_clears_total 0.0' in metrics
 
+
+
+def test_the_load_generator_speaks_http_as_httpx_does_and_counts_every_request(trained_run):
+  """benchmarks/serve_load's raw keep-alive connection gets the answers httpx gets, its error statuses
+  raise, and its load answers exactly the requests it was asked for, all of them decoded by the server."""
+  from benchmarks.serve_load import Connection, load, run_async, server_counts
+  translator = Translator(trained_run, 'greedy', batch_size=4)
+
+  async def over_one_connection(url):
+    c = await Connection.open(url)
+    try:
+      answers = [json.loads(await c.post_json('/v1/translate', {'text': [s]})) for s in SENTENCES[:3]]
+      with pytest.raises(RuntimeError, match='answered 400.*unknown field'):
+        await c.post_json('/v1/translate', {'txt': ['a']})
+      return answers
+    finally:
+      c.close()
+  with running(Service(translator, ServeConfig(max_batch=4, max_wait_ms=20)).app) as url:
+    raw = run_async(over_one_connection(url))
+    want = [post(url, '/v1/translate', json={'text': [s]}).json()['translations'] for s in SENTENCES[:3]]
+    before = server_counts(url)
+    row = run_async(load(url, SENTENCES, clients=4, requests=13))
+    after = server_counts(url)
+  assert [r['translations'] for r in raw] == want
+  assert row['requests'] == 13 and row['sentences_per_s'] > 0 and row['p99_ms'] >= row['p50_ms'] > 0
+  assert after['nat_jax_batch_size_sum'] - before['nat_jax_batch_size_sum'] == 13
 
 # --- the command ----------------------------------------------------------------------------------------
 def free_port() -> int:

@@ -1,6 +1,7 @@
 """The server's batching: its composition (compose_batch) against brute force over every batch, its
-worker's waiting rule against a stand-in translator."""
+worker's waiting rule against stand-in translators, the benchmark's offline closed loop."""
 import itertools
+import threading
 import time
 
 import numpy as np
@@ -82,7 +83,7 @@ class RecordingTranslator:
     return [Translation(t.upper(), {}) for t in texts]
 
 
-def test_the_worker_waits_for_as_many_as_its_last_batch_held_and_a_lone_client_never_waits():
+def test_the_worker_waits_for_as_many_as_were_outstanding_and_a_lone_client_never_waits():
   translator = RecordingTranslator()
   batcher = Batcher(translator, ServeConfig(max_batch=8, max_wait_ms=60_000, warmup='none'), Metrics())
   try:
@@ -91,7 +92,7 @@ def test_the_worker_waits_for_as_many_as_its_last_batch_held_and_a_lone_client_n
       assert [t.text for t in batcher.submit([text], key).result(timeout=30)] == [text.upper()]
     four = batcher.submit(['d', 'e', 'f', 'g'], key)  # a batch of 4 ...
     assert [t.text for t in four.result(timeout=30)] == ['D', 'E', 'F', 'G']
-    first = batcher.submit(['h'], key)  # ... so the next waits for 4 (or the minute)
+    first = batcher.submit(['h'], key)  # ... 4 were outstanding, so the next waits for 4 (or the minute)
     time.sleep(0.5)
     assert not first.done()
     rest = [batcher.submit([t], key) for t in 'ijk']
@@ -99,3 +100,65 @@ def test_the_worker_waits_for_as_many_as_its_last_batch_held_and_a_lone_client_n
     assert translator.batches == [['a'], ['b'], ['c'], ['d', 'e', 'f', 'g'], ['h', 'i', 'j', 'k']]
   finally:
     batcher.stop(timeout=30)
+
+
+class GatedTranslator(RecordingTranslator):
+  """A RecordingTranslator whose batches finish only once the test opens the gate."""
+
+  def __init__(self):
+    super().__init__()
+    self.gate, self.started = threading.Event(), threading.Semaphore(0)
+
+  def translate_with_stats(self, texts, decoder=None, options=None, batch_size=None):
+    self.started.release()
+    assert self.gate.wait(timeout=60)
+    return super().translate_with_stats(texts, decoder, options, batch_size)
+
+
+def test_clients_taking_turns_are_gathered_again_into_one_batch():
+  """4 sentences decode while 4 other clients' sentences arrive: 8 were outstanding. Once free, the worker
+  waits for the first 4 clients to send again and decodes all 8 together, though the 4 waiting arrived
+  more than max_wait_ms before it was free (the wait counts from then). A worker that waited only for as
+  many as its last batch held (4) took the 4 at once, and the two halves took turns from then on."""
+  translator = GatedTranslator()
+  batcher = Batcher(translator, ServeConfig(max_batch=8, max_wait_ms=2_000, warmup='none'), Metrics())
+  key = ('greedy', ())
+  try:
+    first = batcher.submit(['a', 'b', 'c', 'd'], key)
+    assert translator.started.acquire(timeout=30)  # decoding the first 4, the gate closed
+    others = [batcher.submit([t], key) for t in 'efgh']
+    time.sleep(2.5)  # the 4 others have waited longer than max_wait_ms
+    translator.gate.set()
+    assert [t.text for t in first.result(timeout=30)] == ['A', 'B', 'C', 'D']
+    time.sleep(0.2)
+    assert not any(f.done() for f in others)  # waiting for the first 4 clients to come back
+    back = [batcher.submit([t], key) for t in 'ijkl']
+    assert [f.result(timeout=30)[0].text for f in others + back] == list('EFGHIJKL')
+    assert translator.batches == [list('abcd'), list('efghijkl')]
+  finally:
+    translator.gate.set()
+    batcher.stop(timeout=30)
+
+
+@pytest.mark.parametrize('compose', ['length', 'arrival'])
+@pytest.mark.parametrize('clients,max_batch', [(1, 64), (8, 4), (32, 16), (128, 32), (5, 5), (64, 64)])
+def test_closed_loop_takes_each_sentence_once_from_what_has_arrived(compose, clients, max_batch):
+  """benchmarks/serve_load's offline closed loop: `clients` clients, each sending its next sentence when
+  answered, all of them waiting whenever the worker is free."""
+  from benchmarks.serve_load import closed_loop_batches
+  lengths = np.random.default_rng(clients).integers(1, 200, 300)
+  stream = ['x' * int(n) for n in lengths]
+  batches = closed_loop_batches(stream, clients, max_batch, compose)
+  flat = [i for batch in batches for i in batch]
+  assert sorted(flat) == list(range(len(stream)))  # each once
+  taken = 0
+  for batch in batches:
+    assert max(batch) < clients + taken  # only sentences sent: one per client, the next once answered
+    assert len(batch) == min(max_batch, clients, len(stream) - taken)  # every client's sentence waits
+    taken += len(batch)
+  if compose == 'arrival':
+    assert flat == list(range(len(stream)))
+  elif clients > max_batch:  # a choice to make: the first batch is the tightest of the first `clients`
+    first = sorted(lengths[:clients])
+    assert np.ptp(lengths[batches[0]]) == min(first[i + max_batch - 1] - first[i]
+                                              for i in range(clients - max_batch + 1))
