@@ -37,8 +37,8 @@ def suite(pack, out, env, stages):
                          f'--stages={stages}'], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
 
 
-@pytest.mark.parametrize('stages', ['teacher,distill', pytest.param('teacher,distill,dat,hrt,bench',
-                                                                   marks=pytest.mark.slow)])
+@pytest.mark.slow  # 2 minutes even for the shortest stages: run it (-m slow) before a session on a lent accelerator
+@pytest.mark.parametrize('stages', ['teacher,distill', 'teacher,distill,dat,hrt,bench'])
 def test_suite_runs_from_the_pack_without_tfds(pack, tmp_path, stages):
   out = tmp_path / 'results'
   env = without_tfds(tmp_path)

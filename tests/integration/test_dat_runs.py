@@ -29,6 +29,7 @@ def dat_run(tmp_path_factory, corpus, compile_cache) -> str:
   return workdir
 
 
+@pytest.mark.slow  # CI time
 def test_fadat_fine_tuning_starts_from_the_nll_run(tmp_path, corpus, compile_cache, dat_run):
   nll_dir, ft_dir, dat = dat_run, str(tmp_path / 'fadat'), DAT_RUN
   # learning rate 0: the fine-tuned run must end with exactly the NLL run's parameters.
@@ -60,6 +61,7 @@ def test_dat_training_logs_its_counts_to_tensorboard(dat_run):
   assert 'validation/bleu' in scalars and 'train/tokens_per_s' in scalars
 
 
+@pytest.mark.slow  # CI time
 def test_dagviz_draws_each_decoders_path(dat_run, tmp_path):
   """The picture holds every DAG decoder's path: its translation is what the decoder outputs, the path
   runs 0 -> G-1 strictly increasing, dag_greedy always takes the drawn strongest transition, and the
@@ -87,6 +89,7 @@ def test_dagviz_draws_each_decoders_path(dat_run, tmp_path):
   assert not_dag.returncode == 2 and 'Train first' in not_dag.stderr
 
 
+@pytest.mark.slow  # CI time
 def test_lm_of_the_training_targets_drives_dag_beam(dat_run, tmp_path):
   """`python -m nat_jax.lm` writes an ARPA model of the run's training targets in its pieces;
   dag_beam reads it (--decoder.lm): with gamma 0 its output is dag_beam's without an LM, the host and

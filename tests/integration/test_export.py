@@ -148,7 +148,7 @@ def test_greedy_and_beam_equal_ours_on_the_trained_run(trained_run, exported, co
   assert plain == translate_texts(run, texts, fixed_bound, ROWS)[0]
 
 
-@pytest.mark.parametrize('pre_norm', [True, False])
+@pytest.mark.parametrize('pre_norm', [pytest.param(True, marks=pytest.mark.slow), False])  # slow: CI time
 def test_greedy_and_beam_equal_ours_where_outputs_end_early(trained_run, corpus, tmp_path, pre_norm):
   """A random two-layer model (pre- or post-norm) whose last norm's bias raises the EOS logit: outputs of
   many lengths, so EOS handling, the decoder cache and positions are all compared."""

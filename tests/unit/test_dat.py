@@ -133,7 +133,7 @@ def test_emissions_in_slices_equal_the_gathered_vocabulary_log_probs(monkeypatch
     np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize('loss', ['nll', 'fuzzy'])
+@pytest.mark.parametrize('loss', [pytest.param('nll', marks=pytest.mark.slow), 'fuzzy'])  # slow: CI time
 def test_sliced_training_loss_equals_the_whole_graph_loss(monkeypatch, loss):
   """A glancing training step (with dropout) of NLL and FA-DAT with the vocabulary and transition
   tensors formed in slices of vertices and the decoder rematerialised gives the sums and gradients

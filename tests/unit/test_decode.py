@@ -69,7 +69,8 @@ def test_beam_size_one_equals_greedy(model):
     np.testing.assert_array_equal(beam.tokens, greedy.tokens)
 
 
-@pytest.mark.parametrize('alpha', [0.0, pytest.param(0.6, marks=pytest.mark.slow), 1.5])  # slow: CI time
+@pytest.mark.parametrize('alpha', [pytest.param(0.0, marks=pytest.mark.slow), pytest.param(0.6, marks=pytest.mark.slow),
+                                   1.5])  # slow: CI time
 def test_exhaustive_beam_finds_brute_force_best(model, alpha):
   """With a beam wide enough to hold every prefix, beam search = argmax over all finished sequences."""
   method, params, src = model

@@ -83,7 +83,8 @@ def test_exact_on_hrt_skip_at_views(corpus):
     assert np.asarray(scorer.write_in(text)).tolist() == want
 
 
-@pytest.mark.parametrize('h,c', [(2, 1), (1, 2), (2, 2), (4, 1)])
+@pytest.mark.parametrize('h,c', [(2, 1)] + [pytest.param(h, c, marks=pytest.mark.slow)  # slow: CI time
+                                   for h, c in ((1, 2), (2, 2), (4, 1))])
 def test_exact_on_ibdecoder_family_views(corpus, h, c):
   method, params = random_model(corpus, vocab_size=9, **{'model.method': 'ibdecoder', 'ibdecoder.h': h,
                                                           'ibdecoder.c': c})

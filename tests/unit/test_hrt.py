@@ -193,7 +193,7 @@ def rescore(method, params, src, skips, k):
   return score + sum(fill_logp[i].max() for i, x in enumerate(fill) if x == MASK)
 
 
-@pytest.mark.parametrize('k', [2, 3])
+@pytest.mark.parametrize('k', [pytest.param(2, marks=pytest.mark.slow), 3])  # slow: CI time
 def test_hrt_keeps_skip_tokens_and_scores_like_teacher_forcing(corpus, k):
   _, method, params = hrt_setup(corpus, k=k, seed=5)
   src = jnp.array([[7, 8, 9, 10, EOS, 0], [12, 13, EOS, 0, 0, 0], [5, 6, 7, 8, 9, EOS]])

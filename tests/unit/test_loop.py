@@ -107,7 +107,9 @@ def test_greedy_rows_equal_plain_python_per_sentence():
 
 
 DECODERS = [('greedy', {}), ('beam', {}), ('beam', {'beam_size': 2, 'alpha': 0.0}), ('multiword_beam', {}),
-            ('jacobi_pgj', {'block_size': 3}), ('jacobi_hgj', {'block_size': 5}), ('jacobi_pj', {})]
+            pytest.param('jacobi_pgj', {'block_size': 3}, marks=pytest.mark.slow),  # slow: CI time; the three
+            pytest.param('jacobi_hgj', {'block_size': 5}, marks=pytest.mark.slow),  # Jacobi variants share the
+            ('jacobi_pj', {})]                                                       # loop's iteration stage
 
 
 @pytest.mark.parametrize('name,options', DECODERS)
