@@ -1,8 +1,8 @@
 """What this process holds compiled: a count of its XLA compiles, and its memory maps kept under the
 kernel's limit.
 
-XLA:CPU loads each compiled program's machine code into memory maps of its own: ~36 for a small
-function, hundreds for a decoder with several loops. Linux caps a process's maps at
+XLA:CPU loads each compiled program's machine code into memory maps of its own: 9 and 37 for two small
+functions measured, hundreds for a decoder with several loops. Linux caps a process's maps at
 `vm.max_map_count` (65,530 by default); at the cap LLVM cannot map the next program's code and the
 process aborts ("LLVM compilation error: Cannot allocate memory", then a segfault). A long-lived process
 that meets many shapes reaches it: the HRT server warming up every (rows, source width) shape held
