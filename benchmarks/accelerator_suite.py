@@ -18,7 +18,7 @@ at its budget a training is stopped with SIGTERM, which saves a checkpoint at th
 (nat_jax.train), and the suite goes on with it. --bench_sentences / --latency_sentences bound the
 benchmark's work (each source width it meets is a compile). Every stage's seconds go into
 OUT/suite.json. --smoke: tiny models and a few steps, the same stages end to end on a CPU
-(tests/integration/test_accelerator_suite.py). What a 15-minute lease ran (2026-11-26, docs/benchmarks.md §13):
+(tests/integration/test_accelerator_suite.py). What a 15-minute lease ran (docs/lab-notes/2026-11-25-accelerators.md):
 benchmarks/accelerator_suite.sh PACK --stages=teacher,distill,dat,bench --teacher_seconds=140
 --dat_seconds=90 --distill_limit=8192 --bench_sentences=64 --latency_sentences=16
 --teacher_decoders=greedy,beam,drafted --dat_decoders=dag_lookahead

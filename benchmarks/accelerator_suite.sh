@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The accelerator suite on a lent GPU (docs/benchmarks.md §13; benchmarks/accelerator_suite.py says what
-# it runs): install what the machine lacks from the pack's wheels, then run the stages not done yet.
+# The accelerator suite on a lent GPU (docs/lab-notes/2026-11-25-accelerators.md; benchmarks/accelerator_suite.py
+# says what it runs): install what the machine lacks from the pack's wheels, then run the stages not done yet.
 #
 #   python -m benchmarks.accelerator_pack --out=accelerator_pack            # here, on the CPU machine
 #   benchmarks/accelerator_suite.sh accelerator_pack [--smoke] [--stages=teacher,distill]   # there

@@ -1,4 +1,5 @@
-"""Every paper-scale recipe compiled for TPU slices and an H100 node from this CPU (docs/benchmarks.md §13).
+"""Every paper-scale recipe compiled for TPU slices and an H100 node from this CPU
+(docs/lab-notes/2026-11-25-accelerators.md).
 
   python -m benchmarks.paper_scale --out=runs/paper_scale
   python -m benchmarks.paper_scale --out=runs/paper_scale --recipes=dat_wmt14_ende --targets=v5e:2x2 --programs=train

@@ -1,4 +1,5 @@
-"""Projected decoding speed at base size on one accelerator chip, from compiled costs (docs/benchmarks.md §13).
+"""Projected decoding speed at base size on one accelerator chip, from compiled costs
+(docs/lab-notes/2026-11-25-accelerators.md).
 
   python -m benchmarks.projected_speed --out=runs/projected [--targets=h100,v5e:2x2]
 

@@ -225,8 +225,8 @@ def server_counts(url: str) -> dict[str, float]:
 class Connection:
   """One keep-alive HTTP/1.1 connection, speaking only what the load needs: POST a JSON body, read an
   answer that has a Content-Length (uvicorn's JSON answers do). The clients share the server's cores
-  here, so they should cost little: httpx's pool spent 2.5 CPU ms per request at 1 client, 5.3 at 32
-  and 19.6 at 128 (it scans its connections on every request), this 0.1-0.5 (docs/benchmarks.md §15.4)."""
+  here, so they should cost little: httpx's pool scans its connections on every request and cost
+  several times more CPU per request (measured: docs/lab-notes/2026-11-26-serving.md)."""
 
   def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str):
     self.reader, self.writer, self.host = reader, writer, host.encode()

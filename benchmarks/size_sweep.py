@@ -6,20 +6,22 @@ with random weights, beside our AT greedy and CTranslate2 (float32 and int8, one
 
 Why random weights: what a decoder call costs does not depend on the weights, only on the shapes
 and on how many steps / passes it runs, and no trained model exists above d=128 yet. What depends
-on the weights is fixed from the trained d=128 runs instead (docs/benchmarks.md §14 says which):
+on the weights is fixed from the trained d=128 runs instead (docs/lab-notes/2026-11-26-speed-at-size.md says which):
 
   output length  every left-to-right decoder (greedy, the IBDecoder family, HRT's Skip-AT, drafted)
                  and Mask-Predict run with max_len = --out_len, the mean length (incl. EOS) of
-                 at_bible_tiny's greedy output on the Acts test set (36.81, docs §9), so every row
-                 writes the same number of tokens; random weights never emit EOS before it (each
-                 row's measured steps are printed and checked). The DA-Transformer's cost is its
-                 graph (lambda x the source width), not the output length.
+                 at_bible_tiny's greedy output on the Acts test set (36.81,
+                 docs/lab-notes/2026-11-24-drafted.md), so every row writes the same number of tokens;
+                 random weights never emit EOS before it (each row's measured steps are printed and
+                 checked). The DA-Transformer's cost is its graph (lambda x the source width), not the
+                 output length.
   acceptance     drafted decoding (exact, the AT verifier) with a free draft: a perfect one (the
                  verifier's own greedy output: the ceiling), and one that finalises --acceptance
-                 tokens per pass (1.43: the DAT re-drafter on the tiny runs, docs §9.4), made from
-                 the greedy output by corrupting tokens so that gaps of 1 and 2 tokens alternate as
-                 floor((j + 1) a) - floor(j a). Its output is checked equal to greedy's. The drafter's
-                 own cost is not in these rows (the DAT row is what a DAT drafter costs once).
+                 tokens per pass (1.43: the DAT re-drafter on the tiny runs,
+                 docs/lab-notes/2026-11-24-drafted.md), made from the greedy output by corrupting
+                 tokens so that gaps of 1 and 2 tokens alternate as floor((j + 1) a) - floor(j a). Its
+                 output is checked equal to greedy's. The drafter's own cost is not in these rows (the
+                 DAT row is what a DAT drafter costs once).
 
 Sources are real: the Acts test sentences in a 4,000-piece sentencepiece vocabulary (the Bible
 recipes'; --tokenizer, else one trained on the Bible's training split into a scratch directory).
@@ -72,9 +74,9 @@ flags.DEFINE_list('sizes', ['128', '256', '512'], 'd_model of each size (keys of
 flags.DEFINE_list('batch_sizes', ['1', '64'], 'Sentences per call.')
 flags.DEFINE_integer('passes', 5, 'Timed passes over the rows (alternating order).')
 flags.DEFINE_integer('out_len', 37, 'Output tokens (incl. EOS) every left-to-right row writes: the trained '
-                     'tiny AT greedy mean on Acts (36.81, docs/benchmarks.md §9).')
+                     'tiny AT greedy mean on Acts (36.81, docs/lab-notes/2026-11-24-drafted.md).')
 flags.DEFINE_float('acceptance', 1.43, 'Tokens per pass of the imperfect free draft (the DAT re-drafter on '
-                   'the tiny runs, docs/benchmarks.md §9.4).')
+                   'the tiny runs, docs/lab-notes/2026-11-24-drafted.md).')
 flags.DEFINE_list('rows', [], 'Only these rows (labels of ROWS; default: all).')
 flags.DEFINE_boolean('ct2', True, 'Add CTranslate2 rows (the ct2 extra): float32 and int8, 1 thread and every core.')
 flags.DEFINE_string('tokenizer', '', 'A 4,000-piece spm.model (default: train one on the Bible training split).')
@@ -188,7 +190,7 @@ def main(_):
       texts = (t for e in train for t in (e.source, e.references[0]))
       tokenizer = load_or_train_tokenizer(os.path.join(scratch, TOKENIZER_FILE), texts, VOCAB)
     seqs = encode_sources([e.source for e in load_split(data_cfg, 'test')], tokenizer, 128, warn=False)
-    print('Speed at size; quality from the d=128 runs (random weights; docs/benchmarks.md §14).')
+    print('Speed at size; quality from the d=128 runs (random weights; docs/lab-notes/2026-11-26-speed-at-size.md).')
     print(f'output length {FLAGS.out_len} tokens per row, free-draft acceptance {FLAGS.acceptance} tokens/pass\n')
     print('| d_model | batch | row | ms per call | sentences/s | speed vs AT greedy, median (min-max) | '
           'tokens per row (mean) |')

@@ -1,5 +1,6 @@
 """Measured seconds of the decoding calls the roofline projection costs, timed on this machine's
-accelerator at base size (docs/benchmarks.md §13): what a lent GPU says about benchmarks/projected_speed.py.
+accelerator at base size (docs/lab-notes/2026-11-25-accelerators.md): what a lent GPU says about
+benchmarks/projected_speed.py.
 
   python -m benchmarks.unit_speed --out=DIR [--batch_sizes=1,64] [--width=40] [--repeats=30]
 

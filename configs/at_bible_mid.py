@@ -2,11 +2,11 @@
 
   python -m nat_jax.train --config=configs/at_bible_mid.py --workdir=runs/at_bible_mid
 
-The largest teacher measured to train on 2 CPU cores within about 2 CPU-hours (docs/benchmarks.md
-§14): d=256 (4 heads, d_ff 1024), the depth in the encoder as RoyalFlush recommends (deep encoder,
-shallow decoder: the encoder runs once per sentence, the decoder once per output token), the tiny
-recipe's vocabulary (4,000 pieces), batches (4,096 tokens) and buckets. Test decoding: beam 4 over
-the average of the last 3 checkpoints. Smoke run: add --config.total_steps=30.
+The largest teacher measured to train on 2 CPU cores within about 2 CPU-hours
+(docs/lab-notes/2026-11-26-speed-at-size.md): d=256 (4 heads, d_ff 1024), the depth in the encoder as
+RoyalFlush recommends (deep encoder, shallow decoder: the encoder runs once per sentence, the decoder
+once per output token), the tiny recipe's vocabulary (4,000 pieces), batches (4,096 tokens) and
+buckets. Test decoding: beam 4 over the average of the last 3 checkpoints. Smoke run: add --config.total_steps=30.
 """
 from configs import at_bible_tiny
 

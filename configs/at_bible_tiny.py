@@ -3,11 +3,11 @@
   python -m nat_jax.train --config=configs/at_bible_tiny.py --workdir=runs/at_bible_tiny
 
 About 21 minutes on a 2-core CPU, then test BLEU against Elberfelder and Elberfelder+Schlachter
-(measured: 9.37 and 11.69, docs/benchmarks.md).
+(measured: 9.37 and 11.69, docs/lab-notes/2026-11-21-at-tiny.md).
 Smoke run: add --config.total_steps=30.
 
 Sized for compute, not capacity: on 2 CPU cores a d=128 model sees ~5 epochs in the time a d=256
-one sees 2, and scores higher at equal wall-clock (docs/benchmarks.md). The learning rate cools
+one sees 2, and scores higher at equal wall-clock (docs/lab-notes/2026-11-21-at-tiny.md). The learning rate cools
 down linearly to 0 over the last 40% of the steps and the last 3 checkpoints are averaged.
 """
 from nat_jax.training.config_defaults import base_config

@@ -5,7 +5,7 @@
   python -m nat_jax.train --config=configs/at_e12d1.py --workdir=runs/at_e12d1
   python -m nat_jax.train --config=configs/royalflush_e12d1.py --workdir=runs/royalflush_e12d1
 
-An accelerator recipe (docs/methods.md §3): the paper trains it 300k updates on WMT22 En-De distillation
+An accelerator recipe (docs/methods/hrt.md): the paper trains it 300k updates on WMT22 En-De distillation
 data and reports 45.4 / 34.1 BLEU (newstest19 / 20) at 2.1k source words/s (batch 1, RTX 3090,
 fp16). Here it trains on the corpus of configs/at_base.py (the Bible by default; WMT via the
 data flags shown there) distilled by that teacher. Decoding: beam 4 for the test, max 200

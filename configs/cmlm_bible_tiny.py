@@ -13,7 +13,7 @@ About 15 minutes on 2 CPU cores.
 Warm start (a departure from Mask-Predict, which trains from scratch): every parameter but the
 length head starts from the AT teacher (`init_from`, nat_jax.methods.cmlm's adopt_params); the
 decoder unlearns its causal training on the masked-token loss. The cold-vs-warm ablation at equal
-updates is in docs/benchmarks.md §12. From scratch: --config.init_from=''.
+updates is in docs/lab-notes/2026-11-24-students-cpu-budget.md. From scratch: --config.init_from=''.
 Smoke run: add --config.total_steps=30.
 """
 from configs import at_student_bible_tiny

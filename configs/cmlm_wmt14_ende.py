@@ -1,4 +1,4 @@
-"""CMLM (Mask-Predict) at Transformer-base size on WMT14 En-De, the paper's setting (docs/methods.md §3).
+"""CMLM (Mask-Predict) at Transformer-base size on WMT14 En-De, the paper's setting (docs/methods/cmlm.md).
 
   python -m nat_jax.distill --workdir=runs/at_base_wmt14 --out=runs/distill_wmt14 --decoder=beam
   python -m nat_jax.train --config=configs/cmlm_wmt14_ende.py --workdir=runs/cmlm_wmt14_ende
@@ -10,7 +10,7 @@ layers, ~128k tokens per update (8 x 16k), lr 5e-4 with 10k inverse-sqrt warm-up
 300k updates, the 5 best checkpoints averaged; length loss weight 0.1 (fairseq's; the original
 code weighs it 1). Decoding: 10 iterations, 5 length candidates. Reported (WMT14 En-De): 27.03 BLEU
 with distillation (about 24 raw).
-Compiled for TPUs and GPUs from this CPU (docs/benchmarks.md §13):
+Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators.md):
   python -m nat_jax.aot --config=configs/cmlm_wmt14_ende.py --target=v5e:2x2
 """
 from configs import at_base

@@ -7,8 +7,8 @@ warm-started from that teacher: DAG NLL with glancing, lambda = 4.
   python -m nat_jax.translate --workdir=runs/dat_bible_mid --decoder=dag_beam --decoder.lm=runs/dat_bible_mid/lm5.arpa
 
 configs/dat_bible_tiny.py's recipe (its 12 buckets, optimizer, glancing and warm start, measured
-in docs/benchmarks.md §12) with the teacher's model size. Its budget: 1,000 updates; the tiny one
-cost ~2 CPU-hours for the same count, the mid-size one costs more per update (docs §14 records it).
+in docs/lab-notes/2026-11-24-students-cpu-budget.md) with the teacher's model size. Its budget: 1,000
+updates; the mid-size model costs more per update than the tiny one (docs/lab-notes/2026-11-26-speed-at-size.md).
 Smoke run: add --config.total_steps=30.
 """
 from configs import at_bible_mid, dat_bible_tiny

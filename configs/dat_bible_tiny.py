@@ -15,14 +15,13 @@ of 1,000 updates (about an hour on 2 CPU cores). Then FA-DAT: configs/fadat_bibl
 
 Warm start (a departure from the DA-Transformer paper, which trains from scratch): the encoder,
 the decoder layers and the embeddings start from the teacher (`init_from`; the graph queries and
-the transition heads start fresh, nat_jax.methods.dag's adopt_params). Measured on validation
-(docs/benchmarks.md §12): from scratch 0.50 BLEU after 250 updates and 5.02 after 1,000 (beam-4
-targets); warm 4.98 after 100 and 5.16 after 300 (greedy targets). From scratch:
---config.init_from=''.
+the transition heads start fresh, nat_jax.methods.dag's adopt_params). Measured on validation: from
+scratch 0.50 BLEU after 250 updates, warm 4.98 after 100 (docs/lab-notes/2026-11-24-students-cpu-budget.md).
+From scratch: --config.init_from=''.
 
 Twelve length buckets instead of the AT's six: the DAG loss costs O(target length x graph size^2)
 per sentence, so padding costs more here than in a token-level model; 12 buckets train 1.16x more
-target tokens per second (docs/benchmarks.md §12) for ~100 s more compilation. Smoke run: add
+target tokens per second (docs/lab-notes/2026-11-24-students-cpu-budget.md) for ~100 s more compilation. Smoke run: add
 --config.total_steps=30.
 """
 from configs import at_bible_tiny

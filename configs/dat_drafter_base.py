@@ -11,7 +11,7 @@ configs/dat_drafter_bible_tiny.py at base size: the DA-Transformer of configs/da
 d=512, graph 8 x source, glancing 0.5 -> 0.1, clip-norm 0.1, weight decay 0.01) on the AT base's data,
 its encoder, decoder and embeddings from the AT base (the graph heads fresh), its targets the AT's
 greedy output (what verification accepts), 50k updates of ~64k tokens. Compiled for TPUs and GPUs
-from this CPU with the AT it drafts for (docs/benchmarks.md §13):
+from this CPU with the AT it drafts for (docs/lab-notes/2026-11-25-accelerators.md):
   python -m nat_jax.aot --config=configs/at_base.py --target=v5e:2x2 --decoders=drafted \
       --drafter=configs/dat_drafter_base.py --decoder.update=redraft
 """

@@ -1,4 +1,4 @@
-"""DA-Transformer on WMT14 En-De, the papers' setting (docs/methods.md §2): NLL pre-training with glancing.
+"""DA-Transformer on WMT14 En-De, the papers' setting (docs/methods/dat.md): NLL pre-training with glancing.
 
   python -m nat_jax.train --config=configs/dat_wmt14_ende.py --workdir=runs/dat_wmt14_ende
 

@@ -1,4 +1,4 @@
-"""FA-DAT on WMT14 En-De (docs/methods.md §2): fuzzy-alignment fine-tuning of configs/dat_wmt14_ende.py.
+"""FA-DAT on WMT14 En-De (docs/methods/dat.md): fuzzy-alignment fine-tuning of configs/dat_wmt14_ende.py.
 
   python -m nat_jax.train --config=configs/fadat_wmt14_ende.py --workdir=runs/fadat_wmt14_ende \
       [--config.init_from=runs/dat_wmt14_ende]

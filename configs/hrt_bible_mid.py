@@ -6,7 +6,7 @@
 
 configs/hrt_bible_tiny.py's recipe (relative keys w = 16, curriculum over the first half, pure
 distillation) with the teacher's model size and a 1,200-update schedule (the tiny HRT's test gap to
-its AT student was its missing second half of updates, docs/benchmarks.md §12.6).
+its AT student was its missing second half of updates: docs/lab-notes/2026-11-24-students-cpu-budget.md).
 Smoke run: add --config.total_steps=30.
 """
 from configs import at_bible_mid, hrt_bible_tiny

@@ -10,9 +10,8 @@ and <B_2> as a copy of BOS, so step 0 is the AT model) and trains the four HRT t
 distilled targets, 1,000 updates of 4,096 target tokens, lr 1e-3 with a short warm-up and a
 linear cool-down. Curriculum p_k = t / T with T = 500: from update 500 on every pair trains the
 Skip tasks (with T = 1,000, Skip-AT/Skip-CMLM get half the pairs on average). Chosen on validation
-(docs/benchmarks.md §6), hrt decoder, k = 2:
-  T = 1000, raw_prob 0.2: validation 8.00, test 5.60;  T = 500, raw_prob 0.2: 8.52, 6.21;
-  T = 500, pure distillation (raw_prob 0, this recipe): 8.78, 6.16.
+among T and raw_prob; measured (hrt decoder, k = 2): validation 8.78, test 6.16 BLEU
+(docs/lab-notes/2026-11-23-cmlm-hrt-royalflush.md).
 For k = 3: --config.hrt.chunk=3. With another --config.total_steps=N set --config.hrt.curriculum_steps
 to about N / 2. About 23 minutes on 2 CPU cores. Smoke run: add --config.total_steps=30.
 """

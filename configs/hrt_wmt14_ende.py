@@ -1,5 +1,5 @@
 """HRT (hybrid-regressive translation, chunk k = 2) at Transformer-base size on WMT14 En-De, fine-tuned
-from the AT base (docs/methods.md §3).
+from the AT base (docs/methods/hrt.md).
 
   python -m nat_jax.train --config=configs/at_base.py --workdir=runs/at_base_wmt14 \
       --config.data.source=tfds --config.data.tfds_name=wmt14_translate/de-en --config.vocab_size=32000
@@ -13,7 +13,7 @@ the paper's value was lost in extraction; tune on validation), the chunk curricu
 as many fine-tuning updates as the AT had (100k of ~32k tokens here). Decoding: Skip-AT greedy
 (b_at = b_nat = 1) then one Skip-CMLM fill. Reported (WMT14 En-De): 27.85 BLEU against the AT's
 27.45, at least 50% faster than the AT on GPU and CPU.
-Compiled for TPUs and GPUs from this CPU (docs/benchmarks.md §13):
+Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators.md):
   python -m nat_jax.aot --config=configs/hrt_wmt14_ende.py --target=v5e:2x2
 """
 from configs import at_base

@@ -1,4 +1,4 @@
-"""IBDecoder (h = 2, c = 1) at Transformer-base size on WMT14 En-De, the paper's setting (docs/methods.md §4).
+"""IBDecoder (h = 2, c = 1) at Transformer-base size on WMT14 En-De, the paper's setting (docs/methods/ibdecoder.md).
 
   python -m nat_jax.distill --workdir=runs/at_base_wmt14 --out=runs/distill_wmt14 --decoder=beam
   python -m nat_jax.train --config=configs/ibdec_wmt14_ende.py --workdir=runs/ibdec_wmt14_ende
@@ -10,7 +10,7 @@ d=512, 6+6 layers, ~32k tokens per update, lr 7e-4 with 4k warm-up, 100k updates
 averaged. SA / IBDecoder+SA / IMDecoder: configs/sa_wmt14_ende.py (h, c) = (1, 2), ibsa_wmt14_ende.py
 (2, 2), imdec_wmt14_ende.py (4, 1).
 
-Compiled for TPUs and GPUs from this CPU (docs/benchmarks.md §13):
+Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators.md):
   python -m nat_jax.aot --config=configs/ibdec_wmt14_ende.py --target=v5e:2x2
 Reported (GTX 1080, batch 1, with KD): greedy 26.8 BLEU at 2.33x Transformer beam-4 speed;
 multiword beam 27.1 at 1.90x.

@@ -8,7 +8,7 @@ Same data (the AT base's distillation of WMT14), model, batch (~32k tokens per u
 as the IBDecoder recipe. Reported (IBDecoder paper, WMT14 En-De with KD, GTX 1080, batch 1, against
 Transformer beam 4): greedy 26.0 BLEU at 4.35x, beam 4 26.3 at 3.31x.
 
-Compiled for TPUs and GPUs from this CPU (docs/benchmarks.md §13):
+Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators.md):
   python -m nat_jax.aot --config=configs/ibsa_wmt14_ende.py --target=v5e:2x2
 """
 from configs import ibdec_wmt14_ende

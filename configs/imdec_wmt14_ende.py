@@ -8,7 +8,7 @@ Same data (the AT base's distillation of WMT14), model, batch (~32k tokens per u
 as the IBDecoder recipe. Reported (IBDecoder paper, WMT14 En-De with KD, GTX 1080, batch 1, against
 Transformer beam 4): greedy 24.1 BLEU at 4.55x, beam 4 24.6 at 3.79x.
 
-Compiled for TPUs and GPUs from this CPU (docs/benchmarks.md §13):
+Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators.md):
   python -m nat_jax.aot --config=configs/imdec_wmt14_ende.py --target=v5e:2x2
 """
 from configs import ibdec_wmt14_ende

@@ -3,7 +3,7 @@
   python -m nat_jax.train --config=configs/royalflush_e12d1.py --workdir=runs/royalflush_e12d1
   python -m nat_jax.evaluate --workdir=runs/royalflush_e12d1 --decoders=hrt --dtype=float16 --batch_sizes=1
 
-As the system description states it (docs/methods.md §3): pure distillation data (no raw mixing), the
+As the system description states it (docs/methods/hrt.md): pure distillation data (no raw mixing), the
 curriculum p_k = t / T, no relative positions (the AT student has none; only <B_k> is added at
 init, as a copy of BOS), 300k fine-tuning updates; decoding b_at = b_nat = 1 with length penalty
 0.6 and at most 200 sub-words (Skip-AT: 100 steps), fp16. k = 3 / 4: --config.hrt.chunk=3|4.

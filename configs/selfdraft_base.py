@@ -11,7 +11,7 @@ translations (what exact verification accepts), 4 boundaries per sentence, 20k u
 tokens at lr 1e-3. Exact: translations equal the AT's greedy output. The reference drafter for
 SpecDec is a separate 6+6 model accepting ~6 tokens per pass on WMT14 (~3x at batch 1, P100);
 the tiny head accepted 1.48.
-Compiled for TPUs and GPUs from this CPU (docs/benchmarks.md §13):
+Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators.md):
   python -m nat_jax.aot --config=configs/selfdraft_base.py --target=v5e:2x2
 """
 from configs import at_base

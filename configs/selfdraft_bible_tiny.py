@@ -11,9 +11,8 @@ attending the window, the AT's states of the final prefix and the source) is tra
 own greedy translations of train + validation (the distillation above: plain greedy, no averaging,
 the same parameters), 4 boundaries per sentence, 1,500 updates of 4,096 target tokens at lr 3e-3.
 Translations equal the AT's greedy output token for token; the head only decides how many
-verifier passes they take. About 8 minutes on 2 CPU cores (the AT took 21-35). Measured
-(docs/benchmarks.md §9): first drafted token right 42% (train) / 24% (validation), 1.48 tokens per
-verifier pass on the Acts test set. Smoke run: add --config.total_steps=30.
+verifier passes they take. About 8 minutes on 2 CPU cores. Measured: 1.48 tokens per verifier pass
+on the Acts test set (docs/lab-notes/2026-11-24-drafted.md). Smoke run: add --config.total_steps=30.
 """
 from configs import at_bible_tiny
 from nat_jax.methods import selfdraft

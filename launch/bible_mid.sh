@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The mid-size Bible chain (docs/benchmarks.md §14): the d=256 E6D2 teacher, its greedy distillation,
-# the AT student, DA-Transformer and HRT students of the same size, the DA-Transformer's 5-gram LM, the
-# benchmark over all of them (CTranslate2 rows, and the AT student's exact drafted decoding with the
+# The mid-size Bible chain (docs/lab-notes/2026-11-26-speed-at-size.md): the d=256 E6D2 teacher, its greedy
+# distillation, the AT student, DA-Transformer and HRT students of the same size, the DA-Transformer's 5-gram
+# LM, the benchmark over all of them (CTranslate2 rows, and the AT student's exact drafted decoding with the
 # DA-Transformer student drafting, included) and the AT student's CTranslate2 export.
 #
-#   launch/bible_mid.sh [RUNS_DIR]        (default: runs; about 7 CPU-hours on 2 cores in all)
+#   launch/bible_mid.sh [RUNS_DIR]        (default: runs; about 9 CPU-hours on 2 cores in all)
 #
 # Run it again after any interruption (Ctrl-C, SIGTERM, a lost session): trainings resume from their
 # last checkpoint, the distillation from its finished chunks, and a finished step (its

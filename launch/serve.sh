@@ -10,7 +10,7 @@
 # Kubernetes) finishes the requests in flight and exits 0; point a readiness probe at /health (503
 # until warm-up has compiled) and a Prometheus scrape at /metrics.
 # On a small CPU host a DA-Transformer decodes no faster in batches: add --max_batch=1 for it there
-# (docs/benchmarks.md §15.4).
+# (docs/lab-notes/2026-11-26-serving.md).
 set -euo pipefail
 RUN=${1:?usage: launch/serve.sh RUN_DIR [PORT] [flags]}
 PORT=${2:-8000}

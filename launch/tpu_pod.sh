@@ -18,6 +18,6 @@ ssh_all() { gcloud compute tpus tpu-vm ssh "$TPU_NAME" --zone="$ZONE" --worker=a
 
 if [[ "${SETUP:-0}" == 1 ]]; then
   gcloud compute tpus tpu-vm scp --recurse --zone="$ZONE" --worker=all "$(dirname "$0")/.." "$TPU_NAME:$REMOTE_DIR"
-  ssh_all "cd $REMOTE_DIR && pip install -U 'jax[tpu]' && pip install -r requirements.txt"
+  ssh_all "cd $REMOTE_DIR && pip install \"jax[tpu]==\$(grep '^jax==' constraints.txt | cut -d= -f3)\" && pip install -r requirements.txt -c constraints.txt"
 fi
 ssh_all "cd $REMOTE_DIR && python3 -m nat_jax.train --config=$CONFIG --workdir=$WORKDIR --distributed $*"

@@ -1,4 +1,4 @@
-"""`python -m nat_jax.benchmark`, the command line DESIGN.md names; it lives in nat_jax/commands/benchmark.py."""
+"""`python -m nat_jax.benchmark`: the command line; it lives in nat_jax/commands/benchmark.py."""
 from nat_jax.commands.benchmark import console
 
 if __name__ == '__main__':

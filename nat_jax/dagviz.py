@@ -1,4 +1,4 @@
-"""`python -m nat_jax.dagviz`, the command line DESIGN.md names; it lives in nat_jax/commands/dagviz.py."""
+"""`python -m nat_jax.dagviz`: the command line; it lives in nat_jax/commands/dagviz.py."""
 from nat_jax.commands.dagviz import console
 
 if __name__ == '__main__':

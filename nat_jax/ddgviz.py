@@ -1,4 +1,4 @@
-"""`python -m nat_jax.ddgviz`, the command line DESIGN.md names; it lives in nat_jax/commands/ddgviz.py."""
+"""`python -m nat_jax.ddgviz`: the command line; it lives in nat_jax/commands/ddgviz.py."""
 from nat_jax.commands.ddgviz import console
 
 if __name__ == '__main__':

@@ -1,4 +1,4 @@
-"""`python -m nat_jax.distill`, the command line DESIGN.md names; it lives in nat_jax/commands/distill.py."""
+"""`python -m nat_jax.distill`: the command line; it lives in nat_jax/commands/distill.py."""
 from nat_jax.commands.distill import console
 
 if __name__ == '__main__':

@@ -1,4 +1,4 @@
-"""`python -m nat_jax.evaluate`, the command line DESIGN.md names; it lives in nat_jax/commands/evaluate.py."""
+"""`python -m nat_jax.evaluate`: the command line; it lives in nat_jax/commands/evaluate.py."""
 from nat_jax.commands.evaluate import console
 
 if __name__ == '__main__':

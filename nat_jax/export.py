@@ -1,4 +1,4 @@
-"""`python -m nat_jax.export`, the command line DESIGN.md names; it lives in nat_jax/commands/export.py."""
+"""`python -m nat_jax.export`: the command line; it lives in nat_jax/commands/export.py."""
 from nat_jax.commands.export import console
 
 if __name__ == '__main__':

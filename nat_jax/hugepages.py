@@ -2,11 +2,9 @@
 
 On the CPU backend XLA allocates and frees buffers above glibc's mmap threshold (32 MiB at most;
 e.g. a bucket's [rows, length, vocab] logits and their gradients) on every step, and each fresh
-mapping is faulted in 4 KiB page by page. Measured on the 2-core development machine
-(docs/benchmarks.md §1): 7.4M minor page faults in 30 training steps of at_bible_tiny, and
-1.24x-1.68x faster steps (depending on how busy the host was) with
-GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (glibc >= 2.35), which makes malloc ask for transparent huge
-pages (madvise): 35-50x fewer faults, the same training results.
+mapping is faulted in 4 KiB page by page. GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (glibc >= 2.35) makes
+malloc ask for transparent huge pages (madvise): far fewer faults and faster steps, the same training
+results (measured: docs/lab-notes/2026-11-21-at-tiny.md).
 
 glibc reads its tunables when a process starts, so `python -m nat_jax.<command>` and
 `python -m benchmarks.<name>` re-execute themselves once with the tunable added, before any of

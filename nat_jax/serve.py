@@ -1,4 +1,4 @@
-"""`python -m nat_jax.serve`, the command line DESIGN.md names; it lives in nat_jax/commands/serve.py."""
+"""`python -m nat_jax.serve`: the command line; it lives in nat_jax/commands/serve.py."""
 from nat_jax.commands.serve import console
 
 if __name__ == '__main__':

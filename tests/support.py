@@ -318,6 +318,6 @@ def assert_same_as_greedy(outs, configs):
     iterations = np.asarray(out.aux['iterations'])
     assert (iterations >= 1).all()
     # Every algorithm finalises at least one token per iteration and stops once an EOS is final:
-    # iterations <= greedy steps (docs/methods.md §5 allows greedy length + 1).
+    # iterations <= greedy steps (docs/methods/jacobi.md allows greedy length + 1).
     assert (iterations <= steps).all(), (name, options, iterations, steps)
     assert (np.asarray(out.aux['passes']) >= iterations).all()

@@ -9,9 +9,10 @@ with FLOPs and bytes from XLA's cost analysis of that call compiled alone for th
 (nat_jax.aot.programs' units: a loop's cost analysis counts its body once) and the chip's figures
 and assumed per-call overhead from nat_jax.aot.targets. A sentence costs the sum over its calls of
 t(call) x the number of such calls it makes. Those numbers are measured, not assumed: the means per
-Acts test sentence of the trained tiny runs' decoders (docs/benchmark*/results.json `aux`:
-steps, iterations, loop steps), `PLANS` below with the row each comes from. What this leaves out is
-said with the table (docs/benchmarks.md §13): every figure is a projection, not a measurement.
+Acts test sentence of the trained tiny runs' decoders (the `aux` of results.json in
+docs/results/benchmark_tiny/ and docs/lab-notes/data/benchmark_*/: steps, iterations, loop steps),
+`PLANS` below with the row each comes from. Every figure is a projection, not a measurement; what it
+leaves out: docs/lab-notes/2026-11-25-accelerators.md.
 """
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ class Plan:
 
 
 # Calls per sentence, measured on the Acts test set (1,007 verses) with the trained tiny runs (d=128):
-# the `aux` means of docs/benchmark*/results.json (run:decoder named in each source).
+# the `aux` means of <folder>/results.json (folder and run:decoder named in each source: `benchmark` is
+# docs/results/benchmark_tiny/, the others docs/lab-notes/data/benchmark_*/).
 PLANS = {
     'at greedy': Plan('AT greedy', (Call('at_base', 'encode', 1), Call('at_base', 'step', 36.81)),
                       'benchmark_loop at_bible_tiny:greedy steps 36.81'),

@@ -139,6 +139,16 @@ class Flag:
             'new_file': 'a file path in an existing directory', 'new_dir': 'a directory path (not a file)'
             }.get(self.path, '')
 
+  def documented_rule(self) -> str:
+    """What a value must be, as the command-line reference (docs/reference/cli.md) states it."""
+    return self.rule_line(self.requirement() or {'bool': 'true or false', 'config': 'a recipe file or name'
+                                                 }.get(self.kind, 'any text'))
+
+  def documented_default(self) -> str:
+    """The default as the command-line reference shows it ('' when there is none)."""
+    shown = ','.join(self.default) if self.kind == 'list' and self.default else self.default
+    return f'`{shown}`' if shown not in (None, '', []) else ''
+
   def rule_line(self, rule: str) -> str:
     """'required; <rule>', 'required', '<rule>' or '': what --help and the flags table say of a value."""
     return '; '.join((['required'] if self.required else []) + ([rule] if rule else []))
@@ -256,19 +266,6 @@ def every_flag() -> dict[str, tuple[Flag, ...]]:
   import importlib
   return {name: importlib.import_module(f'nat_jax.commands.{name}').COMMAND_FLAGS
           for name in COMMANDS}
-
-
-def flags_table() -> str:
-  """Every command's flags as a markdown table (docs/reliability.md holds it; a test keeps it current)."""
-  rows = ['| command | flag | default | what its value must be |', '|---|---|---|---|']
-  for command, command_flags in every_flag().items():
-    for f in command_flags:
-      rule = f.rule_line(f.requirement() or {'bool': 'true or false', 'config': 'a recipe file or name'
-                                             }.get(f.kind, 'any text'))
-      shown = ','.join(f.default) if f.kind == 'list' and f.default else f.default
-      default = f'`{shown}`' if shown not in (None, '', []) else ''
-      rows.append(f'| {command} | `--{f.name}` | {default} | {rule} |')
-  return '\n'.join(rows)
 
 
 # The flags several commands share.

@@ -54,7 +54,8 @@ def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
 
 COMMAND_FLAGS = (
     cli.workdir_flag(),
-    cli.Flag('decoder', 'str', 'greedy', 'Decoder name; options via --decoder.<opt>=<v>.\n' + describe_options(),
+    cli.Flag('decoder', 'str', None, "Decoder name (default: greedy where the method decodes left to right, else the "
+             "run's test decoder); options via --decoder.<opt>=<v>.\n" + describe_options(),
              choices=tuple(sorted(DECODERS))),
     cli.Flag('input', 'str', None, 'Input file (default: stdin).', path='file'),
     cli.Flag('output', 'str', None, 'Output file (default: stdout); replaced only when all lines are translated.',

@@ -1,10 +1,10 @@
 """Reductions the decoders take every step, in the form XLA:CPU runs fast.
 
 `jnp.argmax` lowers to one reduction over (value, index) pairs, which XLA:CPU compiles to scalar
-code: over a 4,000-piece vocabulary it cost 19 us a row where a plain maximum costs a few, a sixth
-of a d=128 greedy step (docs/benchmarks.md §14). `max_and_argmax` takes the maximum, then the
-smallest index that holds it: two plain reductions that vectorise, same result. `scored_argmax`
-adds the log-probabilities a decoder keeps without writing a [..., V] log-softmax table.
+code, several times slower than a plain maximum (measured: docs/lab-notes/2026-11-26-speed-at-size.md).
+`max_and_argmax` takes the maximum, then the smallest index that holds it: two plain reductions that
+vectorise, same result. `scored_argmax` adds the log-probabilities a decoder keeps without writing a
+[..., V] log-softmax table.
 """
 from __future__ import annotations
 

@@ -169,7 +169,13 @@ def method_takes_one_token_per_step(method, options):
 
 
 @register_decoder('beam', LeftToRightScorer, check=method_takes_one_token_per_step, beam_size=4, alpha=LENGTH_PENALTY,
-                  max_len=0)
+                  max_len=0,
+                  about='Beam search with the GNMT length penalty over a model that writes one token per step (the '
+                        'IBDecoder family writes several: use `multiword_beam`). A sentence stops once no alive '
+                        'hypothesis can beat its best finished one.',
+                  option_help={'beam_size': 'hypotheses kept per sentence',
+                               'alpha': 'GNMT length penalty: a finished score is log p / ((5 + length) / 6)^alpha; '
+                                        '0 compares raw log-probabilities'})
 def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = LENGTH_PENALTY,
                 max_len: int = 0) -> DecodeOutput:
   """Best finished hypothesis per row by logp / lp(length) (length counts EOS); a row with none

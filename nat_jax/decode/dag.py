@@ -168,19 +168,31 @@ def joint_viterbi_path(graphs: GraphPredictor, src, beta: float = 1.0) -> tuple[
 DAG_PATHS = {'dag_greedy': greedy_path, 'dag_lookahead': lookahead_path, 'dag_joint_viterbi': joint_viterbi_path}
 
 
-@register_decoder('dag_greedy', GraphPredictor, row_bounds=True, remove_repeats=True)
+@register_decoder('dag_greedy', GraphPredictor, row_bounds=True, remove_repeats=True,
+                  about='DA-Transformer: from vertex 0, follow the most probable transition to the last vertex and '
+                        'read the most probable token of every vertex on the path. Only the path is projected onto '
+                        'the vocabulary; BOS, EOS and PAD leave the text, and the length bound applies after repeat '
+                        'removal.')
 def dag_greedy(graphs: GraphPredictor, src, remove_repeats: bool = True) -> DecodeOutput:
   """The text of `greedy_path`."""
   return _finish(graphs, src, *greedy_path(graphs, src), remove_repeats)
 
 
-@register_decoder('dag_lookahead', GraphPredictor, row_bounds=True, remove_repeats=True)
+@register_decoder('dag_lookahead', GraphPredictor, row_bounds=True, remove_repeats=True,
+                  about='DA-Transformer: as `dag_greedy`, but the next vertex maximises the transition plus that '
+                        "vertex's best token score (log E_ij + max_y log P(y | j)). The DA-Transformer recipes' "
+                        'default: one loop-free program per batch.')
 def dag_lookahead(graphs: GraphPredictor, src, remove_repeats: bool = True) -> DecodeOutput:
   """The text of `lookahead_path`."""
   return _finish(graphs, src, *lookahead_path(graphs, src), remove_repeats)
 
 
-@register_decoder('dag_joint_viterbi', GraphPredictor, row_bounds=True, beta=1.0, remove_repeats=True)
+@register_decoder('dag_joint_viterbi', GraphPredictor, row_bounds=True, beta=1.0, remove_repeats=True,
+                  about='DA-Transformer: for every length m, the best path of m vertices scored by its transitions '
+                        "plus each vertex's best token; the length with the best score / m^beta wins (FA-DAT's "
+                        'joint-Viterbi decoding).',
+                  option_help={'beta': 'length exponent of the normalisation score / m^beta (the papers tune it per '
+                                       'task, 0.1 to 3.5)'})
 def dag_joint_viterbi(graphs: GraphPredictor, src, beta: float = 1.0, remove_repeats: bool = True) -> DecodeOutput:
   """The text of `joint_viterbi_path`; the returned score is that normalized path score."""
   return _finish(graphs, src, *joint_viterbi_path(graphs, src, beta), remove_repeats)

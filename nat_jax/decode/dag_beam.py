@@ -28,9 +28,9 @@ arriving at each vertex, the finished prefixes (`finished_scores`: both score th
 the surviving extensions (`choose_extensions`: both choose with one function, the LM pool included);
 they differ only in the representation each is fast with (fixed-shape log-space sums over all L
 vertices and K prefixes on the device; exp-space matmuls over the row's own vertices and live prefixes
-on the host), handed to the shared functions as `top` / `take` / `xp`. On our CPU the host search is the
-faster without an LM and the device's with one, and `--decoder.search=auto` (the default) picks so
-(docs/benchmarks.md 12.3); on an accelerator `auto` is the device search (no host callback).
+on the host), handed to the shared functions as `top` / `take` / `xp`. `--decoder.search=auto` (the default)
+takes the one faster on a CPU, the host search without an LM and the device's with one
+(measured: docs/lab-notes/2026-11-24-students-cpu-budget.md); on an accelerator the device's (no host callback).
 
 With an n-gram LM (`lm`: an ARPA file over the target pieces, e.g. `python -m nat_jax.lm`'s; read
 by the run layer, nat_jax.run.resources) the score is the reference's (log P(y) + gamma log10 P_lm(y)) / |y|^alpha,
@@ -387,9 +387,8 @@ def dag_beam_search_host(log_trans: jax.Array, log_probs: jax.Array, graph_lengt
   """`dag_beam_search` with the search on the host (`host_search`, row after row, in one
   jax.pure_callback per batch; jittable): the device computes `candidates` and the emission of every
   offered token at every vertex, cand_lp f32[B, L, L*c], so the host never sees the [B, L, V]
-  distribution. `lm`: numpy tables (ngram_lm.host_tables). Rows run on the calling thread: spread over
-  a thread pool they were slower on our 2-core CPU (a row's search is many small numpy calls, which
-  hold the GIL; docs/benchmarks.md 12.3)."""
+  distribution. `lm`: numpy tables (ngram_lm.host_tables). Rows run on the calling thread, not a thread
+  pool: a row's search is many small numpy calls, which hold the GIL."""
   trans, token_lp, top_lp, top_tok = candidates(log_trans, log_probs, graph_lengths, top_cand, beta)
   batch, size, c = top_tok.shape
   flat = jnp.broadcast_to(top_tok.reshape(batch, 1, size * c), (batch, size, size * c))
@@ -411,8 +410,8 @@ SEARCHES = {'host': dag_beam_search_host, 'device': dag_beam_search}  # --decode
 
 
 def chosen_search(options: dict, platform: str = 'cpu', devices: int = 1) -> str:
-  """--decoder.search, 'auto' resolved as measured best on our CPU (docs/benchmarks.md 12.3): on a CPU the
-  host without an LM, the device with one (whose lookups would be many small numpy calls on the host);
+  """--decoder.search, 'auto' resolved to the faster search: on a CPU the host without an LM, the device
+  with one (whose lookups would be many small numpy calls on the host);
   on an accelerator always the device, so a default decoder never calls back to the host
   (nat_jax.aot counts host callbacks per program). With several devices a batch's rows are split over
   them and a host callback stalls their collectives (XLA:CPU's in-process all-reduce waits for the
@@ -450,7 +449,23 @@ def check_options(method, options: dict):
 
 @register_decoder('dag_beam', GraphPredictor, check=check_options, prepare=prepare_lm, row_bounds=True,
                   beam_size=16, top_cand=5,
-                  alpha=1.1, beta=1.0, remove_repeats=True, lm='', gamma=0.1, lm_pool=4, search='auto')
+                  alpha=1.1, beta=1.0, remove_repeats=True, lm='', gamma=0.1, lm_pool=4, search='auto',
+                  about='DA-Transformer beam search over outputs, each scored by the sum over all of its paths '
+                        'through the graph, (log P(y) + gamma log10 P_lm(y)) / |y|^alpha, optionally with an n-gram '
+                        'language model over the target pieces (`python -m nat_jax.lm` estimates one from a run). '
+                        'Exact against enumeration on small graphs, with and without an LM.',
+                  option_help={'beam_size': 'output prefixes kept per sentence',
+                               'top_cand': 'best tokens each vertex offers to the prefixes',
+                               'alpha': 'length exponent of the final score (1.0 was best on our validation set)',
+                               'beta': 'exponent of the token probabilities against the transitions: P(y | v)^beta',
+                               'lm': 'an ARPA n-gram model over the run\'s target pieces (set by the command line or '
+                                     'the server, never by a request)',
+                               'gamma': "the LM's weight (used with `lm`; 1.0 was best on our validation set, the "
+                                        "reference's 0.1 suits converged models)",
+                               'lm_pool': 'extensions per beam re-ranked with the LM (lm_pool x beam_size)',
+                               'search': 'host (numpy, one sentence at a time, stops early), device (one batched '
+                                         'loop) or auto: the host on a one-device CPU without an LM, else the device; '
+                                         'same outputs'})
 def dag_beam(graphs: GraphPredictor, src, beam_size: int = 16, top_cand: int = 5, alpha: float = 1.1,
              beta: float = 1.0, remove_repeats: bool = True, gamma: float = 0.1, lm_pool: int = 4,
              search: str = 'auto', lm_tables: Optional[LmTables] = None) -> DecodeOutput:

@@ -304,13 +304,26 @@ def head_drafter(method, run):
 
 
 @register_decoder('drafted', LeftToRightScorer, check=check_drafted, prepare=load_drafter, drafter='', block=4,
-                  beta=1, tau=3.0, update='jacobi', max_len=0)
+                  beta=1, tau=3.0, update='jacobi', max_len=0,
+                  about='Drafted (speculative) decoding of any left-to-right run: another run drafts the output, the '
+                        'verifier scores a window of it per pass and keeps the prefix it agrees with plus its own next '
+                        "token. Exact by default (beta 1): the output is the verifier's `greedy` output token for "
+                        'token. A self-drafting run drafts with its own head (no drafter needed).',
+                  option_help={'drafter': '<workdir>[:<decoder>[:opt=value...]] of a run with the same tokenizer '
+                                          '(set by the command line or the server, never by a request)',
+                               'block': 'decoding steps the verifier checks per pass',
+                               'beta': "1: exact; > 1: accept a drafted token among the verifier's top beta within "
+                                       'tau of its best (SpecDec\'s relaxed rule; the output then differs from greedy)',
+                               'tau': 'log-probability margin of the relaxed rule (with beta > 1)',
+                               'update': "after a rejection the window's later tokens become the verifier's own "
+                                         "predictions (jacobi), stay the drafter's (draft), or the drafter drafts "
+                                         'again from the final prefix (redraft: a DA-Transformer or CMLM drafter)'})
 def drafted(scorer: LeftToRightScorer, src: jax.Array, draft: Optional[jax.Array] = None,
             head: Optional[WindowDrafter] = None, block: int = 4, beta: int = 1, tau: float = 3.0,
             update: str = 'jacobi', max_len: int = 0) -> DecodeOutput:
   """The drafter's output verified `block` steps per pass; exact (the verifier's greedy output) with
-  beta = 1. Without a drafter run, a self-drafting run drafts with its own head. Default block 4:
-  faster than 8 at batch 1 with every drafter measured on the 2-core CPU (docs/benchmarks.md §9.4)."""
+  beta = 1. Without a drafter run, a self-drafting run drafts with its own head. Default block 4: a longer
+  window costs more per pass than its extra accepted tokens save (measured: docs/lab-notes/2026-11-24-drafted.md)."""
   if draft is None and head is None:
     head = scorer.draft_head
   return drafted_decode(scorer, src, draft, head=head, block=block, beta=beta, tau=tau, update=update,

@@ -60,7 +60,10 @@ def greedy_search(scorer: LeftToRightScorer, enc, batch: int, num_steps: int) ->
                      batch, live=lambda s: ~s.done)
 
 
-@register_decoder('greedy', LeftToRightScorer, row_bounds=True, max_len=0)
+@register_decoder('greedy', LeftToRightScorer, row_bounds=True, max_len=0,
+                  about='The most probable token at every step until EOS. On the IBDecoder family each step writes '
+                        'z = h x c tokens (the argmax of each slot), then the output is de-interleaved; on an HRT run '
+                        "it decodes the Skip-AT view alone (every k-th token: use `hrt` for translations).")
 def greedy_decode(scorer: LeftToRightScorer, src: jax.Array, max_len: int = 0) -> DecodeOutput:
   """Argmax tokens until every row emitted EOS or `max_len` tokens (0: the scorer's bound; with
   z tokens per step, rounded up to a multiple of z).

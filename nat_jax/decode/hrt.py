@@ -51,7 +51,15 @@ def check_hrt_options(method, options):
 
 
 @register_decoder('hrt', HybridScorer, check=check_hrt_options, b_at=1, b_nat=1, alpha=LENGTH_PENALTY, chunk=0,
-                  jacobi_block=0, max_len=0)
+                  jacobi_block=0, max_len=0,
+                  about='HRT: Skip-AT writes every k-th token left to right (greedy, or beam search), one Skip-CMLM '
+                        'pass per kept hypothesis fills the tokens between; the best unnormalised score wins.',
+                  option_help={'b_at': 'Skip-AT beams (1: greedy)',
+                               'b_nat': 'Skip-AT hypotheses filled and scored (at most b_at)',
+                               'alpha': 'GNMT length penalty of the Skip-AT beam search',
+                               'chunk': "0: the model's k; 1: decode the same model plainly left to right (C_d = 1)",
+                               'jacobi_block': 'n > 0: the Skip-AT phase by Jacobi decoding in blocks of n steps '
+                                               '(same output as greedy Skip-AT); 0: greedy steps'})
 def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1, alpha: float = LENGTH_PENALTY,
                chunk: int = 0, jacobi_block: int = 0, max_len: int = 0) -> DecodeOutput:
   """chunk: 0 = the model's k, 1 = left to right; jacobi_block: 0 = greedy Skip-AT, n > 0 = Jacobi

@@ -37,8 +37,8 @@ any such function.
 PGJ vs HGJ. The paper's PGJ knows the target length beforehand (an oracle) and HGJ, its practical
 variant, needs none: it keeps decoding blocks until a converged block holds an EOS (bounded by the
 maximum length). Here a block counts as converged once every position up to its first EOS is
-final (positions past an EOS are not part of any output, and docs/methods.md §5 bounds every algorithm by
-greedy length + 1 iterations), so HGJ stops exactly where the oracle length would have stopped
+final (positions past an EOS are not part of any output, and docs/methods/jacobi.md bounds every
+algorithm by greedy length + 1 iterations), so HGJ stops exactly where the oracle length would have stopped
 PGJ: with a per-row EOS check the two coincide, and `jacobi_pgj` / `jacobi_hgj` share one stop
 rule. Both names are kept for parity with the paper's tables; PJ is one block over the maximum length.
 """
@@ -207,19 +207,27 @@ def algorithm_options(name: str, block_size: int) -> dict:
   return {'block_size': block_size if ALGORITHMS[name] else 0}
 
 
-@register_decoder('jacobi_pj', LeftToRightScorer, row_bounds=True, max_len=0)
+@register_decoder('jacobi_pj', LeftToRightScorer, row_bounds=True, max_len=0,
+                  about="Jacobi decoding with one block over the whole length: greedy's output token for token, in at "
+                        'most as many decoder passes as greedy has steps, each pass re-scoring the whole draft.')
 def jacobi_pj(scorer: LeftToRightScorer, src, max_len: int = 0) -> DecodeOutput:
   """Parallel Jacobi: the whole maximum length is one block."""
   return jacobi_decode(scorer, src, max_len=max_len, **algorithm_options('pj', 0))
 
 
-@register_decoder('jacobi_pgj', LeftToRightScorer, row_bounds=True, block_size=3, max_len=0)
+@register_decoder('jacobi_pgj', LeftToRightScorer, row_bounds=True, block_size=3, max_len=0,
+                  about="Jacobi decoding in consecutive blocks (Gauss-Seidel-Jacobi): greedy's output token for "
+                        'token; a block is iterated until it stops changing, then the next one starts.',
+                  option_help={'block_size': 'decoding steps per block (z tokens each on the IBDecoder family)'})
 def jacobi_pgj(scorer: LeftToRightScorer, src, block_size: int = 3, max_len: int = 0) -> DecodeOutput:
   """Parallel Gauss-Seidel-Jacobi: blocks of `block_size`; a row stops once an EOS is final."""
   return jacobi_decode(scorer, src, max_len=max_len, **algorithm_options('pgj', block_size))
 
 
-@register_decoder('jacobi_hgj', LeftToRightScorer, row_bounds=True, block_size=3, max_len=0)
+@register_decoder('jacobi_hgj', LeftToRightScorer, row_bounds=True, block_size=3, max_len=0,
+                  about="Hybrid Gauss-Seidel-Jacobi: blocks as `jacobi_pgj`, no oracle length; a sentence stops once "
+                        "its converged prefix holds EOS. Greedy's output token for token on every left-to-right view.",
+                  option_help={'block_size': 'decoding steps per block (z tokens each on the IBDecoder family)'})
 def jacobi_hgj(scorer: LeftToRightScorer, src, block_size: int = 3, max_len: int = 0) -> DecodeOutput:
   """Hybrid GS-Jacobi: blocks of `block_size`, no oracle length; a row stops once its converged prefix holds an EOS."""
   return jacobi_decode(scorer, src, max_len=max_len, **algorithm_options('hgj', block_size))

@@ -3,9 +3,8 @@ fixed shapes, a cache that grows in chunks, a batch that shrinks to its live row
 
 `lax.while_loop` needs fixed shapes, so a plain loop attends every step over the cache of the
 whole length bound and steps every row until the batch's last row ends. Both cost more than the
-work (docs/benchmarks.md §11: at batch 64 a step over a 256-slot cache cost 2x one over 64 slots,
-and the rows took 1.6x the steps their outputs needed). `decode_loop` keeps fixed shapes but runs
-one loop per (rows, cache size):
+work (measured: docs/lab-notes/2026-11-24-left-to-right-loop.md). `decode_loop` keeps fixed shapes but
+runs one loop per (rows, cache size):
 
   cache  the loop over C slots (32, 64, 128, ... up to the bound) sees the first C slots of the
          cache and runs while the next step writes below C; slots past the ones written are

@@ -58,7 +58,12 @@ def predict(view: MaskPredictor, enc, tokens: jax.Array,
   return tok, jnp.take_along_axis(logp, tok[..., None], axis=-1)[..., 0]
 
 
-@register_decoder('mask_predict', MaskPredictor, iterations=10, length_beam=5, max_len=0)
+@register_decoder('mask_predict', MaskPredictor, iterations=10, length_beam=5, max_len=0,
+                  about='CMLM Mask-Predict: the most probable target lengths are decoded side by side; every '
+                        'iteration re-masks the least confident tokens and predicts them again; the candidate with '
+                        'the best mean log-probability wins. A predicted length above the bound is clamped.',
+                  option_help={'iterations': 'refinement passes (the first predicts every token)',
+                               'length_beam': 'length candidates decoded side by side'})
 def mask_predict_decode(view: MaskPredictor, src: jax.Array, iterations: int = 10, length_beam: int = 5,
                         max_len: int = 0) -> DecodeOutput:
   """Returns tokens i32[B, W] (text, EOS, then 0), the chosen candidate's mean text log-probability,

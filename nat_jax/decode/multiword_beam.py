@@ -1,4 +1,4 @@
-"""Multi-word beam search (IBDecoder / SA / IMDecoder; docs/methods.md §4): z tokens per step, in the
+"""Multi-word beam search (IBDecoder / SA / IMDecoder; docs/methods/ibdecoder.md): z tokens per step, in the
 shared fixed-shape loop (nat_jax.decode.loop).
 
 Runs on any LeftToRightScorer (z = tokens_per_step; with z = 1 it is a beam search that keeps the
@@ -94,7 +94,15 @@ def multiword_search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int,
 
 
 @register_decoder('multiword_beam', LeftToRightScorer, beam_size=4, alpha=LENGTH_PENALTY, dedup=False,
-                  ban_first_eos=True, max_len=0)
+                  ban_first_eos=True, max_len=0,
+                  about='Beam search over steps of z tokens (the IBDecoder family): the best tokens of each slot are '
+                        'combined slot by slot and pruned, an EOS in any slot finishes a hypothesis. With beam 1 and '
+                        'no EOS ban it is `greedy`.',
+                  option_help={'beam_size': 'hypotheses kept per sentence (and tokens tried per slot)',
+                               'alpha': 'GNMT length penalty: log p / ((5 + tokens) / 6)^alpha',
+                               'dedup': 'drop a token equal to the one before it after de-interleaving (where the '
+                                        'two directions meet)',
+                               'ban_first_eos': 'forbid EOS in the first step'})
 def multiword_beam(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = LENGTH_PENALTY,
                    dedup: bool = False, ban_first_eos: bool = True, max_len: int = 0) -> DecodeOutput:
   """Beam search over steps of z tokens; the best hypothesis by logp / lp(length), read out by the scorer.

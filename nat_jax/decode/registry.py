@@ -36,6 +36,8 @@ class Decoder:
   # decoders, which cut their path's text): each row is cut at its own width's bound (`cuts_rows`), so a
   # batch may mix source widths and a sentence's translation still never depends on its batch-mates.
   row_bounds: bool = False
+  about: str = ''  # what it does, for users (the decoding page and --help are generated from it)
+  option_help: dict[str, str] = dataclasses.field(default_factory=dict)  # option -> what it sets
 
 
 DECODERS: dict[str, Decoder] = {}
@@ -64,13 +66,23 @@ OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     'top_cand': (lambda v: v >= 1, 'at least 1 candidate token per vertex'),
     'lm_pool': (lambda v: 1 <= v <= 64, '1 to 64'),
 }
+# What an option shared by several decoders, with the same meaning in each, sets (a decoder's own
+# option_help says what its other options set, or what one of these means for it where it differs).
+SHARED_OPTION_HELP = {
+    'max_len': "the most tokens to write; 0: the run's bound for each source (1.5 x its padded width + 10, at most "
+               "config.max_decode_len)",
+    'remove_repeats': 'drop a token equal to the one before it on the path (as the DA-Transformer reference does)',
+}
 TRUE, FALSE = ('true', '1', 'yes'), ('false', '0', 'no')
 
 
 def register_decoder(name: str, needs: type, check: Optional[Callable[[Any, dict], None]] = None,
-                     prepare: Optional[Callable] = None, row_bounds: bool = False, **defaults):
+                     prepare: Optional[Callable] = None, row_bounds: bool = False, about: str = '',
+                     option_help: Optional[dict[str, str]] = None, **defaults):
+  """Registers `fn(view, src, **options)` as decoder `name`; `about` says what it does and `option_help`
+  what each option (keyword defaults) sets: the decoding page and --help are generated from them."""
   def wrap(fn):
-    DECODERS[name] = Decoder(name, fn, needs, defaults, check, prepare, row_bounds)
+    DECODERS[name] = Decoder(name, fn, needs, defaults, check, prepare, row_bounds, about, dict(option_help or {}))
     return fn
   return wrap
 
@@ -131,6 +143,16 @@ def check_decoder(method, name: str, options: dict[str, Any]):
                       f'(its config.max_decode_len); use 0 (the bound for each source) or a value <= {bound}.')
   if decoder.check is not None:
     decoder.check(method, options)
+
+
+def option_help(name: str, option: str) -> str:
+  """What `option` of decoder `name` sets: the decoder's own words, else the shared ones."""
+  return DECODERS[name].option_help.get(option) or SHARED_OPTION_HELP.get(option, '')
+
+
+def option_rule(option: str) -> str:
+  """What a value of `option` must be (OPTION_RULES), or '' when any value of its type will do."""
+  return OPTION_RULES[option][1] if option in OPTION_RULES else ''
 
 
 def describe_options() -> str:

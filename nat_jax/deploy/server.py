@@ -235,12 +235,11 @@ class Batcher:
     `config.compose` says; None once stopping with nothing left.
 
     It is taken once as many of that decoder wait as were outstanding (waiting or decoding) at any time
-    since the last batch was taken (max_batch at most), or once the worker has been free max_wait_ms.
-    Clients that were just answered send again, but their requests trickle in while the HTTP side
-    shares the cores with decoding: a worker that took whatever waited the moment it was free decoded
-    batches of 8 under 32 such clients and 2 under 128, and one that waited only for as many as its last
-    batch held could settle into two halves of the clients taking turns, at half the throughput
-    (docs/benchmarks.md §15.4, §15.5). A lone client has 1 outstanding, so it never waits."""
+    since the last batch was taken (max_batch at most), or once the worker has been free max_wait_ms;
+    a lone client has 1 outstanding, so it never waits. Why: answered clients send again while the HTTP
+    side shares the cores with decoding, so taking whatever waits the moment the worker is free makes
+    small batches, and waiting only for the last batch's size can split the clients into two halves
+    taking turns (measured: docs/lab-notes/2026-11-26-serving.md)."""
     max_batch, wait = self.config.max_batch, self.config.max_wait_ms / 1000
     with self._cv:
       self._decoding = 0

@@ -4,7 +4,7 @@ The decoder reads the target with some tokens replaced by [MASK] and predicts th
 with full (non-causal) self-attention; slot t sits at position t. A length head on the
 mean-pooled encoder states predicts the target length, counting the EOS (Transformer.length_logits).
 
-Our choices where the papers and their two codebases leave room (docs/methods.md §3):
+Our choices where the papers and their two codebases leave room (docs/methods/cmlm.md):
 - EOS is part of the length and sits, unmasked, at slot N - 1; only the N - 1 text tokens are
   masked and predicted, so the decoder is told where the sentence ends exactly as Mask-Predict
   tells it (the length is given).

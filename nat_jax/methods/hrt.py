@@ -1,7 +1,7 @@
 """Hybrid-regressive translation ('hrt', Wang et al.; the RoyalFlush WMT22 system builds on it).
 
 One encoder and ONE shared decoder trained on four tasks. For chunk size k a target (y + EOS,
-padded with EOS to a multiple of k: s_1 .. s_N) gives (`chunk_samples`, the docs/methods.md §1 contract):
+padded with EOS to a multiple of k: s_1 .. s_N) gives (`chunk_samples`; docs/methods/hrt.md):
   Skip-AT    causal: from the start token <B_k> at position 0, write s_k, s_2k, ..., s_N, the
              input s_jk sitting at its original position jk;
   Skip-CMLM  non-causal: given s_k, s_2k, ... in place and [MASK] elsewhere, fill the k - 1
@@ -14,7 +14,7 @@ Every pair thus gives one causal and one non-causal sample; the two passes share
 and their label-smoothed cross-entropies are summed with equal weight and normalized per target
 token. Mixed distillation comes from the data pipeline: data.distill_dir + data.raw_prob.
 
-Our choices (docs/methods.md §3 tags them [R]):
+Our choices (docs/methods/hrt.md):
 - <B_k> is an input-only start token (id = vocab size, Transformer start_tokens=1), so Skip-AT's
   first step differs from AT's although both start at position 0.
 - Key-only relative positions in decoder self-attention (model.relative_window, w = 16 in the
@@ -60,7 +60,7 @@ def default_config() -> ml_collections.ConfigDict:
 
 
 def chunk_samples(targets: jax.Array, k: int, bos_id: int, eos_id: int, mask_id: int) -> dict[str, jax.Array]:
-  """Skip-AT and Skip-CMLM samples of targets i32[B, T] (y + EOS, 0-padded) for chunk size k (docs/methods.md §1).
+  """Skip-AT and Skip-CMLM samples of targets i32[B, T] (y + EOS, 0-padded) for chunk size k (docs/methods/hrt.md).
 
   Returns i32 arrays: skip_at_inputs / skip_at_positions / skip_at_targets [B, U] and
   skip_cmlm_inputs / skip_cmlm_targets [B, k U], U = ceil(T / k).

@@ -16,10 +16,10 @@ slots j with j // z <= i // z), so one decoding step predicts z tokens at once.
   (2, 2)   IBDecoder + SA  4   (y1, y5, y2, y4) (y3, EOS, -, -)
   (4, 1)   IMDecoder       4   (y1, y3, y4, y5) (y2, EOS, -, -)
 
-The docs/methods.md §1 contract functions `interleave`, `deinterleave`, `ib_positions` and
-`block_causal_mask` are here; `reorder` / `restore` generalise interleave to any h.
+The contract functions `interleave`, `deinterleave`, `ib_positions` and
+`block_causal_mask` (docs/methods/ibdecoder.md) are here; `reorder` / `restore` generalise interleave to any h.
 
-Our choices where the paper is silent (docs/methods.md §4 tags them [P]/[R]):
+Our choices where the paper is silent (docs/methods/ibdecoder.md):
 - Slot order for h = 2m streams (IMDecoder: h = 4): the n tokens before EOS are split into m
   consecutive segments of near-equal size (the first n mod m one token longer); every segment is
   read by a forward and a backward stream that meet in its middle; the h streams take turns in
@@ -129,23 +129,23 @@ def restore(tokens: jax.Array, h: int) -> jax.Array:
 
 
 def interleave(targets: jax.Array) -> jax.Array:
-  """docs/methods.md §1: y_1..y_n, EOS, 0... -> y_1, y_n, y_2, y_(n-1), ..., EOS, 0... (i32[B, T])."""
+  """y_1..y_n, EOS, 0... -> y_1, y_n, y_2, y_(n-1), ..., EOS, 0... (i32[B, T])."""
   return reorder(targets, 2)
 
 
 def deinterleave(tokens: jax.Array) -> jax.Array:
-  """docs/methods.md §1: the inverse of `interleave` (out[0::2] + reversed(out[1::2]) over the n tokens before EOS)."""
+  """The inverse of `interleave` (out[0::2] + reversed(out[1::2]) over the n tokens before EOS)."""
   return restore(tokens, 2)
 
 
 def ib_positions(length: int) -> jax.Array:
-  """docs/methods.md §1: i32[T], the position of the slot predicting the t-th token: (-1)^(t-1) ceil(t/2)."""
+  """i32[T], the position of the slot predicting the t-th token: (-1)^(t-1) ceil(t/2)."""
   t = np.arange(1, length + 1)
   return jnp.asarray(np.where(t % 2 == 1, 1, -1) * ((t + 1) // 2), jnp.int32)
 
 
 def block_causal_mask(length: int, z: int) -> jax.Array:
-  """docs/methods.md §1: bool[T, T], slot i may attend slot j iff ceil(i/z) >= ceil(j/z) (1-indexed)."""
+  """bool[T, T], slot i may attend slot j iff ceil(i/z) >= ceil(j/z) (1-indexed)."""
   return attention_mask(jnp.arange(length) // z)
 
 

@@ -54,7 +54,7 @@ class Embed(nn.Module):
 
     Start tokens are looked up in their own table and selected per token: concatenating the two
     tables first would copy the whole [V, D] vocabulary every call (every HRT decoding step) where
-    XLA does not fuse the copy into the lookup (docs/benchmarks.md §13)."""
+    XLA does not fuse the copy into the lookup."""
     rows = jnp.take(self.embedding, jnp.minimum(tokens, self.vocab_size - 1), axis=0)  # [B, T, D]
     if self.start_tokens:
       extra = tokens - self.vocab_size  # [B, T]: >= 0 for a start token

@@ -1,12 +1,12 @@
 """What this process holds compiled: a count of its XLA compiles, and its memory maps kept under the
 kernel's limit.
 
-XLA:CPU loads each compiled program's machine code into memory maps of its own: 9 and 37 for two small
-functions measured, hundreds for a decoder with several loops. Linux caps a process's maps at
-`vm.max_map_count` (65,530 by default); at the cap LLVM cannot map the next program's code and the
-process aborts ("LLVM compilation error: Cannot allocate memory", then a segfault). A long-lived process
-that meets many shapes reaches it: the HRT server warming up every (rows, source width) shape held
-64,434 maps when it died (docs/benchmarks.md §15.5). So:
+XLA:CPU loads each compiled program's machine code into memory maps of its own (tens for a small
+function, hundreds for a decoder with several loops). Linux caps a process's maps at `vm.max_map_count`
+(65,530 by default); at the cap LLVM cannot map the next program's code and the process aborts ("LLVM
+compilation error: Cannot allocate memory", then a segfault). A long-lived process that meets many
+shapes, such as a server warming up every (rows, source width) shape, reaches it
+(measured: docs/lab-notes/2026-11-26-serving.md). So:
 
 - `keep_maps_in_bounds()`, called before each decoded batch (translate_texts), drops every compiled
   program (`jax.clear_caches()`; they compile again on use, from the persistent cache where one is on)

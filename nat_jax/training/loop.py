@@ -50,6 +50,10 @@ from nat_jax.training.bookkeeping import (
 from nat_jax.training.config import check_fits, check_same_model, validate_config, write_config
 from nat_jax.training.steps import compile_steps, normalize
 
+# Parameters below which the closing report says what such a model can and cannot do: trained on one
+# small corpus, it is a demonstration and a teacher for the distillation chain, not a translator.
+SMALL_MODEL = 20_000_000
+
 
 def load_data(config, workdir: str):
   """Examples of all splits + the tokenizer (trained on the train split by process 0 on first use)."""
@@ -341,4 +345,17 @@ def final_test(config, workdir: str, examples, lead: bool):
     print('\nSample translations:')
     for e, h in list(zip(examples, hyps))[:config.num_samples]:
       print(f'  SRC: {e.source}\n  REF: {e.references[0]}\n  HYP: {h}\n')
+    note = small_model_note(sum(x.size for x in jax.tree_util.tree_leaves(run.params)))
+    if note:
+      print(note)
   return result
+
+
+def small_model_note(n_params: int) -> str:
+  """What a model of `n_params` parameters can be expected to do, and where to go next ('' when large)."""
+  if n_params >= SMALL_MODEL:
+    return ''
+  return (f'Note: a model of {n_params / 1e6:.1f}M parameters trained on one small corpus gets the gist of short '
+          'sentences and repeats words in long ones: it shows the machinery and is the teacher of the '
+          'distillation chain, not a translator. Next: distil it and train a fast student (docs/quickstart.md), '
+          'or train a larger recipe on a GPU or TPU (docs/accelerators.md).')

@@ -35,12 +35,17 @@ def train_cmd(config, workdir):
           *config_flags_for(config)]
 
 
-def test_resumed_training_equals_uninterrupted(tmp_path, corpus, compile_cache, trained_run):
+def test_resumed_training_equals_uninterrupted(tmp_path, corpus, compile_cache, trained_run, capsys):
   workdir = str(tmp_path / 'resumed')
   train_and_evaluate(tiny_config(corpus, compile_cache, total_steps=3), workdir)
   meta = load_run(workdir).meta[0]
   assert meta['step'] == 3 and meta['cpu_seconds'] > 0
+  capsys.readouterr()
   train_and_evaluate(tiny_config(corpus, compile_cache), workdir)  # 3 -> 8
+  report = capsys.readouterr().out
+  # the closing report says what so small a model is for, and where to go next
+  assert 'Sample translations:' in report and 'not a translator' in report.split('Sample translations:')[1]
+  assert 'docs/quickstart.md' in report
   assert_same_params(final_params(workdir), final_params(trained_run))
   logged = [json.loads(line) for line in open(os.path.join(workdir, 'metrics.jsonl'))]
   # training CPU time carries over the resume: every later row counts on from the step-3 checkpoint's

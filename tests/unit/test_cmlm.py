@@ -42,7 +42,8 @@ def test_text_slots_exclude_eos_and_padding():
 
 
 def test_remask_schedule():
-  assert [int(remask_counts(jnp.int32(10), t, 10)) for t in range(1, 10)] == list(range(9, 0, -1))  # docs/methods.md §3
+  # docs/methods/cmlm.md's schedule
+  assert [int(remask_counts(jnp.int32(10), t, 10)) for t in range(1, 10)] == list(range(9, 0, -1))
   for n in range(0, 30):
     for iterations in (2, 4, 10):
       for t in range(1, iterations):
@@ -80,7 +81,7 @@ class TableView:
 
 
 def numpy_mask_predict(slot_logits, context, length_logp, iterations, beam, bound):
-  """Mask-Predict as docs/methods.md §3 states it, one sentence and one candidate at a time."""
+  """Mask-Predict as docs/methods/cmlm.md states it, one sentence and one candidate at a time."""
   def log_softmax(x):
     x = x - x.max(-1, keepdims=True)
     return x - np.log(np.exp(x).sum(-1, keepdims=True))

@@ -27,7 +27,7 @@ SKIP_BOS = 99
 
 
 def contract_samples(row: list[int], k: int, bos: int) -> dict[str, list[int]]:
-  """docs/methods.md §1 written out for one row, 1-indexed as there."""
+  """docs/methods/hrt.md's `chunk_samples` written out for one row, 1-indexed as there."""
   t = len(row)
   u = math.ceil(t / k)
   n = sum(1 for x in row if x > 0)

@@ -1,5 +1,5 @@
-"""IBDecoder / SA / IMDecoder: the docs/methods.md §1 contract functions against brute-force definitions, the
-worked examples of docs/methods.md §4, (1, 1) = AT, cached decoding = teacher forcing, multiword beam search
+"""IBDecoder / SA / IMDecoder: the contract functions against brute-force definitions, the
+worked examples of docs/methods/ibdecoder.md, (1, 1) = AT, cached decoding = teacher forcing, multiword beam search
 against brute force, and Jacobi decoding = greedy on the IBDecoder family and on HRT's Skip-AT view."""
 import math
 
@@ -61,7 +61,7 @@ def test_interleave_and_deinterleave_against_their_definitions():
     assert inter[b, n] == EOS and not inter[b, n + 1:].any()  # EOS and padding in place
     out = inter[b, :n].tolist()
     assert out[0::2] + out[1::2][::-1] == y  # the contract's deinterleave formula
-  # docs/methods.md §4: A B C D E -> A E B D C, EOS
+  # docs/methods/ibdecoder.md: A B C D E -> A E B D C, EOS
   assert np.asarray(interleave(jnp.array([[3, 4, 5, 6, 7, EOS, 0]]))).tolist() == [[3, 7, 4, 6, 5, EOS, 0]]
 
 
@@ -101,7 +101,7 @@ def test_imdecoder_order_follows_the_documented_segment_rule():
     (1, 2, [('y1', 'y2'), ('y3', 'y4'), ('y5', 'EOS')]),
     (4, 1, [('y1', 'y3', 'y4', 'y5'), ('y2', 'EOS', '-', '-')])])
 def test_worked_examples_of_design(h, c, steps):
-  """docs/methods.md §4's y1..y5 decoded in steps of z = h * c; inputs shifted by z start slots."""
+  """docs/methods/ibdecoder.md's y1..y5 decoded in steps of z = h * c; inputs shifted by z start slots."""
   z = h * c
   names = {10 + i: f'y{i + 1}' for i in range(5)} | {EOS: 'EOS', 0: '-', 2: 'BOS'}
   view = ibdecoder_inputs(jnp.asarray(rows_of([5], 8)), h, c)
