@@ -24,12 +24,13 @@ CUDA_PLUGINS = ('jax_cuda12_plugin', 'jax_cuda13_plugin')
 IMPORT_NOISE = ('cudart_stub.cc', 'All log messages before absl::InitializeLog() is called are written to STDERR')
 
 
-def accelerator_visible() -> bool:
+def accelerator_visible(root: str = '/') -> bool:
   """Whether this machine shows an NVIDIA GPU or a (likely) TPU: any Google PCI device but its network
-  card counts, so that a TPU generation we do not know of is never hidden."""
-  if any(os.path.exists(d) for d in NVIDIA_DEVICES) or glob.glob('/dev/accel*'):
+  card counts, so that a TPU generation we do not know of is never hidden. `root`: for tests."""
+  at = lambda path: os.path.join(root, path.lstrip('/'))
+  if any(os.path.exists(at(d)) for d in NVIDIA_DEVICES) or glob.glob(at('/dev/accel*')):
     return True
-  for vendor_file in glob.glob('/sys/bus/pci/devices/*/vendor'):
+  for vendor_file in glob.glob(at('/sys/bus/pci/devices/*/vendor')):
     try:
       with open(vendor_file) as f:
         if f.read().strip() != GOOGLE_PCI_VENDOR:
@@ -42,12 +43,18 @@ def accelerator_visible() -> bool:
   return False
 
 
+def accelerator_plugins_installed() -> bool:
+  """Whether a CUDA plugin or the TPU runtime is installed: the packages whose probing makes the noise."""
+  return any(importlib.util.find_spec(name) for name in (*CUDA_PLUGINS, 'libtpu'))
+
+
 def use_cpu_where_no_accelerator():
-  """JAX_PLATFORMS=cpu unless an accelerator is visible or JAX_PLATFORMS is set (even empty: the user
-  chose). Where a CUDA plugin is installed, JAX is imported and its plugins registered here, with the
-  plugin's import-time lines dropped; no backend is started (jax.distributed.initialize may follow)."""
-  if 'JAX_PLATFORMS' in os.environ or accelerator_visible():
-    return
+  """JAX_PLATFORMS=cpu where a CUDA plugin or libtpu is installed but no accelerator is visible, unless
+  JAX_PLATFORMS is set (even empty: the user chose). With a CUDA plugin, JAX is imported and its plugins
+  registered here, the plugin's import-time lines dropped; no backend is started (jax.distributed.initialize
+  may follow)."""
+  if 'JAX_PLATFORMS' in os.environ or not accelerator_plugins_installed() or accelerator_visible():
+    return  # the user chose; or nothing would probe (JAX keeps its own choice, e.g. Apple's Metal plugin); or a device
   os.environ['JAX_PLATFORMS'] = 'cpu'
   if 'jax' in sys.modules:  # imported before us: its config read the environment already
     import jax
