@@ -1,13 +1,14 @@
 """What a verification pass over k positions costs against one greedy step, and where the time goes.
 
   python -m benchmarks.pass_cost [--sizes=128,256,512] [--positions=1,4,8] [--batch=1] [--passes=9] \
-      [--variants='xnn:xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_GREEDY'] \
-      [--profile]
+      [--dtypes=float32,int8] [--profile] \
+      [--variants='xnn:xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_GREEDY']
 
 For each size (benchmarks.sized_models.SIZES, random weights) one device loop of 32 decoder calls of
 the AT's `step_logits` on k new positions against a 64-slot cache, then the argmax of every
 position (what greedy and a verification pass read), per k: ms per call and the cost in calls of
-k = 1 (a greedy step), median over passes that alternate every program. `--variants` compiles
+k = 1 in float32 (a float32 greedy step), median over passes that alternate every program; `--dtypes`
+times the same weights in each precision (int8: quantized as load_run does). `--variants` compiles
 each program again with XLA compiler options (`name:key=value,key=value;name2:...`, set per
 compilation, so the variants alternate in one process) and checks their outputs equal the default's.
 `--profile` adds, per size and k, the XLA:CPU kernels (thunks) of one loop under jax.profiler,
@@ -23,6 +24,7 @@ import gzip
 import json
 import os
 import re
+import sys
 import tempfile
 
 import jax
@@ -36,13 +38,17 @@ from nat_jax.commands import cli
 from nat_jax.core.reduce import argmax
 from nat_jax.errors import ConfigError
 from nat_jax.evaluation.timing import alternated, machine
+from nat_jax.files import write_atomic
 from nat_jax.views import LeftToRightScorer
 
 flags.DEFINE_list('sizes', ['128', '256', '512'], 'd_model of each size (benchmarks.sized_models.SIZES).')
 flags.DEFINE_list('positions', ['1', '4', '8'], 'Positions per call (1: a greedy step).')
 flags.DEFINE_integer('batch', 1, 'Rows.')
 flags.DEFINE_integer('passes', 9, 'Timed passes (alternating order).')
+flags.DEFINE_list('dtypes', ['float32'], 'Precisions timed side by side (float32, int8, bfloat16); the unit is '
+                  'the float32 greedy step.')
 flags.DEFINE_string('variants', '', "XLA compiler options timed beside the default: 'name:key=value,...;name2:...'.")
+flags.DEFINE_string('json', '', 'Also write the results here (JSON).')
 flags.DEFINE_boolean('profile', False, 'Add the per-kernel breakdown of every program (jax.profiler).')
 FLAGS = flags.FLAGS
 CALLS, SLOTS, SOURCE = 32, 64, 32
@@ -99,37 +105,47 @@ def main(_):
   positions = [int(k) for k in FLAGS.positions]
   if 1 not in positions:
     raise ConfigError('--positions must include 1 (the greedy step every cost is divided by).')
+  results = []
   print('| d_model | variant | ' + ' | '.join(f'{k} positions: ms (greedy steps)' for k in positions) + ' |')
   print('|---|---|' + '---|' * len(positions))
   for size in map(int, FLAGS.sizes):
-    _, method = sized_models.sized_method('at_bible_tiny', size)
-    params = sized_models.random_params(method, 0)
-    scorer = decode.method_view(method, LeftToRightScorer, 'pass_cost')(params)
+    config, float_method = sized_models.sized_method('at_bible_tiny', size)
+    float_params = sized_models.random_params(float_method, 0)
     src = jnp.asarray(np.tile(np.arange(5, 5 + SOURCE, dtype=np.int32), (FLAGS.batch, 1)))
-    enc = jax.jit(scorer.encode)(src)
-    cache = scorer.init_cache(enc, SLOTS)
-    args = (params, enc, cache)
-    programs = {}
-    for name, options in variants.items():
-      for k in positions:
-        programs[name, k] = jax.jit(loop_program(method, k)).lower(*args).compile(options)
-    outs = {key: jax.block_until_ready(fn(*args)) for key, fn in programs.items()}
-    for (name, k), out in outs.items():
+    programs, args = {}, {}
+    for dtype in FLAGS.dtypes:
+      method, params = sized_models.in_dtype(config, float_params, dtype)
+      scorer = decode.method_view(method, LeftToRightScorer, 'pass_cost')(params)
+      enc = jax.jit(scorer.encode)(src)
+      args[dtype] = (params, enc, scorer.init_cache(enc, SLOTS))
+      for name, options in variants.items():
+        for k in positions:
+          programs[name, dtype, k] = jax.jit(loop_program(method, k)).lower(*args[dtype]).compile(options)
+    outs = {key: jax.block_until_ready(fn(*args[key[1]])) for key, fn in programs.items()}
+    for (name, dtype, k), out in outs.items():
       if not all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(out),
-                                                      jax.tree_util.tree_leaves(outs['default', k]))):
-        print(f'  note: variant {name} at {k} positions changes the outputs')
-    times = alternated({key: functools.partial(fn, *args) for key, fn in programs.items()}, FLAGS.passes)
+                                                      jax.tree_util.tree_leaves(outs['default', dtype, k]))):
+        print(f'  note: variant {name} at {k} positions changes the outputs ({dtype})')
+    times = alternated({key: functools.partial(fn, *args[key[1]]) for key, fn in programs.items()}, FLAGS.passes)
     med = {key: float(np.median(t)) / CALLS for key, t in times.items()}
+    step = med['default', FLAGS.dtypes[0], 1]
     for name in variants:
-      step = med['default', 1]
-      cells = [f'{1e3 * med[name, k]:.3f} ({med[name, k] / step:.2f})' for k in positions]
-      print(f'| {size} | {name} | ' + ' | '.join(cells) + ' |', flush=True)
+      for dtype in FLAGS.dtypes:
+        cells = [f'{1e3 * med[name, dtype, k]:.3f} ({med[name, dtype, k] / step:.2f})' for k in positions]
+        print(f'| {size} | {name} {dtype} | ' + ' | '.join(cells) + ' |', flush=True)
+        results += [{'size': size, 'variant': name, 'dtype': dtype, 'positions': k, 'ms': 1e3 * med[name, dtype, k],
+                     'greedy_steps': med[name, dtype, k] / step} for k in positions]
+    if FLAGS.json:
+      write_atomic(FLAGS.json, json.dumps({'machine': machine(), 'batch': FLAGS.batch, 'command': 'python -m '
+                                           'benchmarks.pass_cost ' + ' '.join(sys.argv[1:]), 'rows': results},
+                                          indent=1) + '\n')
     if FLAGS.profile:
-      for k in positions:
-        kinds = kernel_profile(programs['default', k], args)
-        top = ', '.join(f'{kind} {us:.0f}' for kind, us in list(kinds.items())[:8])
-        print(f'  d={size}, {k} positions, us per call by kernel kind (profiled): '
-              f'total {sum(kinds.values()):.0f}: {top}')
+      for dtype in FLAGS.dtypes:
+        for k in positions:
+          kinds = kernel_profile(programs['default', dtype, k], args[dtype])
+          top = ', '.join(f'{kind} {us:.0f}' for kind, us in list(kinds.items())[:8])
+          print(f'  d={size}, {dtype}, {k} positions, us per call by kernel kind (profiled): '
+                f'total {sum(kinds.values()):.0f}: {top}')
   print(f'\nbatch {FLAGS.batch}, {CALLS} calls per loop, {SLOTS}-slot cache, {SOURCE}-piece source; '
         f'machine: {machine()}')
 

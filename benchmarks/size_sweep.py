@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import tempfile
 import types
 from typing import Any
@@ -54,6 +55,7 @@ from benchmarks.sized_models import (
   VOCAB,
   corrupt,
   decoder_fn,
+  in_dtype,
   random_params,
   sized_method,
   source_batch,
@@ -78,6 +80,8 @@ flags.DEFINE_integer('out_len', 37, 'Output tokens (incl. EOS) every left-to-rig
 flags.DEFINE_float('acceptance', 1.43, 'Tokens per pass of the imperfect free draft (the DAT re-drafter on '
                    'the tiny runs, docs/lab-notes/2026-11-24-drafted.md).')
 flags.DEFINE_list('rows', [], 'Only these rows (labels of ROWS; default: all).')
+flags.DEFINE_list('dtypes', ['float32', 'int8'], "Precisions of our rows: each row again in each (labelled ' int8' "
+                  '...; weights quantized as load_run does); speed is always over float32 AT greedy.')
 flags.DEFINE_boolean('ct2', True, 'Add CTranslate2 rows (the ct2 extra): float32 and int8, 1 thread and every core.')
 flags.DEFINE_string('tokenizer', '', 'A 4,000-piece spm.model (default: train one on the Bible training split).')
 flags.DEFINE_string('json', '', 'Also write the results here (JSON).')
@@ -117,51 +121,60 @@ def ct2_fn(method, config, params, tokenizer, quantization: str, threads: int, o
 def measure_size(size: int, seqs, tokenizer, scratch: str) -> list[dict[str, Any]]:
   """Every row at `size` and every batch size: timings and per-pass ratios to AT greedy."""
   rows = [r for r in ROWS if not FLAGS.rows or r[0] in FLAGS.rows]
-  built: dict[str, Any] = {}
+  built: dict[tuple, Any] = {}
   for _, recipe, *_ in rows:
-    if recipe not in built:
+    if (recipe, 'float32') not in built:
       config, method = sized_method(recipe, size)
-      built[recipe] = (config, method, random_params(method, FLAGS.seed))
-  config, method, at_params = built['at_bible_tiny']
-  scorer = decode.method_view(method, LeftToRightScorer, 'size_sweep')
-  encode = jax.jit(lambda p, src: scorer(p).encode(src))
-  fns = {label: (decoder_fn(built[recipe][1], name, options, draft, FLAGS.out_len), built[recipe][2], draft)
-         for label, recipe, name, options, draft in rows}
+      params = random_params(method, FLAGS.seed)
+      for dtype in FLAGS.dtypes:
+        built[recipe, dtype] = (config, *in_dtype(config, params, dtype))
+  config, method, at_params = built['at_bible_tiny', 'float32']
+  suffix = lambda dtype: '' if dtype == 'float32' else f' {dtype}'
+  fns = {label + suffix(dtype): (decoder_fn(built[recipe, dtype][1], name, options, draft, FLAGS.out_len),
+                                 built[recipe, dtype][2], draft, dtype)
+         for dtype in FLAGS.dtypes for label, recipe, name, options, draft in rows}
+  encoders = {ENCODER + suffix(dtype): (built['at_bible_tiny', dtype][2], jax.jit(
+      lambda p, src, m=built['at_bible_tiny', dtype][1]: decode.method_view(m, LeftToRightScorer, 'size_sweep')(
+          p).encode(src))) for dtype in FLAGS.dtypes}
   if FLAGS.ct2:
     for quantization, threads in CT2_ROWS:
       label = f'CTranslate2 greedy {quantization} {threads or os.cpu_count()} thread(s)'
       fns[label] = (ct2_fn(method, config, at_params, tokenizer, quantization, threads, FLAGS.out_len, scratch),
-                    at_params, None)
+                    at_params, None, 'float32')
   results = []
   for batch in map(int, FLAGS.batch_sizes):
     src = jnp.asarray(source_batch(seqs, batch))
-    greedy = fns['AT greedy'][0](at_params, src, None)
-    perfect = np.asarray(greedy.tokens)
-    drafts = {None: None, 'perfect': jnp.asarray(perfect),
-              'acceptance': jnp.asarray(corrupt(perfect, FLAGS.acceptance))}
-    outs = {label: timed(lambda: fn(params, src, drafts[draft]))[0] for label, (fn, params, draft) in fns.items()}
-    for label, (_, _, draft) in fns.items():
-      if draft is not None and not np.array_equal(np.asarray(outs[label].tokens), perfect):
+    drafts = {}
+    for dtype in FLAGS.dtypes:  # each precision's drafts: its own greedy output (the perfect draft), corrupted
+      fn, params, _, _ = fns['AT greedy' + suffix(dtype)]
+      perfect = np.asarray(fn(params, src, None).tokens)
+      drafts[dtype] = {None: None, 'perfect': jnp.asarray(perfect),
+                       'acceptance': jnp.asarray(corrupt(perfect, FLAGS.acceptance))}
+    outs = {label: timed(lambda: fn(params, src, drafts[dtype][draft]))[0]
+            for label, (fn, params, draft, dtype) in fns.items()}
+    for label, (_, _, draft, dtype) in fns.items():
+      if draft is not None and not np.array_equal(np.asarray(outs[label].tokens), drafts[dtype]['perfect']):
         raise AssertionError(f'{label}: exact drafted decoding did not return the greedy output.')
-    calls = {label: functools.partial(fn, params, src, drafts[draft]) for label, (fn, params, draft) in fns.items()}
-    times = alternated({**calls, ENCODER: functools.partial(encode, at_params, src)}, FLAGS.passes)
+    calls = {label: functools.partial(fn, params, src, drafts[dtype][draft])
+             for label, (fn, params, draft, dtype) in fns.items()}
+    calls.update({label: functools.partial(fn, params, src) for label, (params, fn) in encoders.items()})
+    times = alternated(calls, FLAGS.passes)
     base = times['AT greedy']
-    t_enc = float(np.median(times[ENCODER]))
-    greedy_steps = steps_of(outs['AT greedy'])
-    step_ms = 1e3 * (float(np.median(base)) - t_enc) / greedy_steps
-    for label in fns:
+    step_ms = 1e3 * (float(np.median(base)) - float(np.median(times[ENCODER]))) / steps_of(outs['AT greedy'])
+    for label, (_, _, draft, dtype) in fns.items():
       t = times[label]
       ratio = base / t
       aux = outs[label].aux
+      t_enc = float(np.median(times[ENCODER + suffix(dtype)]))
       row = {'size': size, 'batch': batch, 'row': label, 'ms': 1e3 * float(np.median(t)),
              'sentences_per_s': batch / float(np.median(t)), 'speed_vs_at_greedy': float(np.median(ratio)),
              'speed_min': float(ratio.min()), 'speed_max': float(ratio.max()), 'steps': steps_of(outs[label]),
              'source_width': int(src.shape[1]), 'encoder_ms': 1e3 * t_enc}
-      if 'iterations' in aux and fns[label][2] is not None:
+      if 'iterations' in aux and draft is not None:
         passes = float(np.max(np.asarray(aux['passes'])))
         row['passes'] = passes
         row['tokens_per_pass'] = row['steps'] / float(np.mean(np.asarray(aux['iterations'])))
-        row['pass_in_greedy_steps'] = (1e3 * (float(np.median(t)) - t_enc) / passes) / step_ms
+        row['pass_in_greedy_steps'] = (1e3 * (float(np.median(t)) - t_enc) / passes) / step_ms  # float32 steps
       results.append(row)
       print(format_row(row), flush=True)
   return results
@@ -177,6 +190,8 @@ def format_row(r: dict) -> str:
 
 def main(_):
   cli.quiet_logs()
+  if 'float32' not in FLAGS.dtypes:
+    raise ConfigError('--dtypes must include float32: every speed is over float32 AT greedy.')
   sizes = [int(s) for s in FLAGS.sizes]
   unknown = [s for s in sizes if s not in SIZES]
   if unknown:
@@ -199,7 +214,9 @@ def main(_):
     for size in sizes:
       results += measure_size(size, seqs, tokenizer, scratch)
       if FLAGS.json:
-        write_atomic(FLAGS.json, json.dumps({'machine': machine(), 'rows': results}, indent=1) + '\n')
+        write_atomic(FLAGS.json, json.dumps({'machine': machine(), 'command': 'python -m benchmarks.size_sweep '
+                                             + ' '.join(sys.argv[1:]), 'out_len': FLAGS.out_len,
+                                             'acceptance': FLAGS.acceptance, 'rows': results}, indent=1) + '\n')
   print(f'\nmachine: {machine()}')
 
 

@@ -9,13 +9,16 @@ from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
+from flax import linen as nn
 
 from nat_jax import decode
 from nat_jax.core.tokens import EOS_ID, MASK_ID
 from nat_jax.decode.drafted import drafted_decode
 from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
+from nat_jax.run.workdir import inference_params
 from nat_jax.training import recipes
 from nat_jax.views import LeftToRightScorer
 
@@ -42,6 +45,16 @@ def random_params(method, seed: int):
   """The method's initial parameters (random: what a call costs does not depend on them)."""
   batch = {'source': jnp.ones((1, 8), jnp.int32), 'target': jnp.ones((1, 8), jnp.int32)}
   return method.init_params(jax.random.PRNGKey(seed), batch)
+
+
+def in_dtype(config, params, dtype: str):
+  """(method, params) of the float model `config` / `params` decoding in `dtype` ('float32' as it is;
+  'int8': quantized as load_run does for a trained run)."""
+  params = nn.meta.unbox(params)
+  config = ml_collections.ConfigDict(config.to_dict())
+  config.model.dtype = dtype
+  method = get_method(config, VOCAB)
+  return method, (params if dtype == 'float32' else inference_params(method, params, dtype))
 
 
 def source_batch(seqs: list[list[int]], rows: int) -> np.ndarray:

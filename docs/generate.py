@@ -360,6 +360,49 @@ def results_fit() -> str:
              'update fits as', 'model parallel', 'host callbacks'), body), ''])
 
 
+def results_int8_quality() -> str:
+  """int8 against float32 on the trained tiny runs: the benchmark's rows of run@int8 beside the same run and
+  decoder in float32 (its vs_float32), and CTranslate2's int8 export beside our float32 greedy."""
+  doc = load('int8_quality/results.json')
+  by_label = {r['label']: r for r in doc['rows']}
+  largest = str(doc['batch_sizes'][-1])
+  body = []
+  for r in doc['rows']:
+    if 'vs_float32' in r:
+      twin = by_label[r['label'].replace('@int8', '')]
+      speed = r['speed']['sentences_per_s'][largest] / twin['speed']['sentences_per_s'][largest]
+      body.append((r['run'].replace('@int8', ''), r['method'], r['decoder_spec'], num(bleu_of_row(twin)),
+                   num(bleu_of_row(r)), f"{r['vs_float32']['bleu']:+.2f}",
+                   f"{100 * r['vs_float32']['same_output']:.1f}%", ratio(speed)))
+    elif r['decoder'] == 'ct2_greedy' and 'vs_own_greedy' in r:
+      greedy = next(o for o in doc['rows'] if o['run'] == r['run'] and o['decoder_spec'] == 'greedy')
+      body.append((r['run'], 'CTranslate2', r['decoder_spec'], num(bleu_of_row(greedy)), num(bleu_of_row(r)),
+                   f'{bleu_of_row(r) - bleu_of_row(greedy):+.2f}',
+                   f"{100 * r['vs_own_greedy']['same_output']:.1f}%", '-'))
+  return '\n'.join([
+      f"{doc['machine']}; {doc['split']} split, {doc['sentences']:,} sentences, BLEU against both references; "
+      f"int8 against the same run and decoder in float32 (CTranslate2's int8 export against our float32 greedy).", '',
+      table(('run', 'method', 'decoder', 'BLEU float32', 'BLEU int8', 'difference', 'identical outputs',
+             f'int8 speed over float32, batch {largest}'), body), ''])
+
+
+def bleu_of_row(row: dict) -> float:
+  return row['quality'].get('all_refs', row['quality']['per_ref'][0])['bleu']
+
+
+def results_pass_cost() -> str:
+  doc = load('pass_cost.json')
+  positions = sorted({r['positions'] for r in doc['rows']})
+  cells = {(r['size'], r['dtype'], r['positions']): r for r in doc['rows'] if r['variant'] == 'default'}
+  keys = sorted({(r['size'], r['dtype']) for r in doc['rows']}, key=lambda k: (k[0], k[1] != 'float32'))
+  body = [(f'd={size}', dtype, *[f"{cells[size, dtype, k]['ms']:.3f} ms ({cells[size, dtype, k]['greedy_steps']:.2f})"
+                                 for k in positions]) for size, dtype in keys]
+  return '\n'.join([
+      f"{doc['machine']}; batch {doc['batch']}, random weights; cells: ms per decoder call over k new positions "
+      '(in float32 greedy steps of the same size).', '', '```bash', doc['command'], '```', '',
+      table(('size', 'precision', *[f'{k} position' + ('s' if k > 1 else '') for k in positions]), body), ''])
+
+
 def method_fragment(page: str) -> str:
   prefix = '../'
   out = []
@@ -368,7 +411,9 @@ def method_fragment(page: str) -> str:
     out += ['**Test BLEU** (Acts, 1,007 verses; the best each run reached; '
             f'[all methods]({prefix}results.md)):', '', quality_rows(quality, prefix, with_page=False), '']
   sweep = load('cpu_size_sweep.json')
-  labels = [label for label, p in SWEEP_PAGE.items() if p == page]
+  present = {r['row'] for r in sweep['rows']}
+  labels = [label + dtype for label, p in SWEEP_PAGE.items() if p == page for dtype in ('', ' int8')
+            if label + dtype in present]
   if labels:
     out += [f"**Speed on 2 CPU cores by model size** (random weights, {sweep['out_len']} output tokens; speed over "
             'AT greedy, median and range over 5 passes; '
@@ -443,6 +488,8 @@ def outputs() -> dict[str, Callable[[], str]]:
       'docs/_generated/results_gpu.md': results_gpu,
       'docs/_generated/results_projected.md': results_projected,
       'docs/_generated/results_fit.md': results_fit,
+      'docs/_generated/results_int8_quality.md': results_int8_quality,
+      'docs/_generated/results_pass_cost.md': results_pass_cost,
       'README.md': readme,
   }
   for page in METHOD_PAGES:

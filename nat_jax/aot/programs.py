@@ -67,9 +67,9 @@ class Setup:
 def make_setup(config: ml_collections.ConfigDict, target: Target, model_parallel: int = 1,
                inference_dtype: Optional[str] = None) -> Setup:
   """The recipe on `target`'s devices as a (data, model) mesh with `model_parallel` devices per model
-  replica (ConfigError when it does not divide the device count). `inference_dtype` ('bfloat16'):
-  parameters and activations in that precision, as `load_run(..., dtype=...)` decodes (train programs
-  keep the recipe's)."""
+  replica (ConfigError when it does not divide the device count). `inference_dtype` ('bfloat16',
+  'int8'): parameters and activations in that precision, as `load_run(..., dtype=...)` decodes (int8:
+  the model's int8 layout, weight matrices int8 with their scales; decoding programs only)."""
   mesh = sharding.make_mesh(model_parallel, target.devices)
   if inference_dtype:
     config = config.copy_and_resolve_references()
@@ -77,7 +77,7 @@ def make_setup(config: ml_collections.ConfigDict, target: Target, model_parallel
   method = get_method(config, config.vocab_size)
   tx = make_optimizer(config)
   state, _ = state_shardings(method, tx, dummy_batch(), mesh)
-  if inference_dtype:
+  if inference_dtype and inference_dtype != 'int8':  # int8: the int8 model's own layout already
     to = jnp.dtype(inference_dtype)
     state = state.replace(params=jax.tree_util.tree_map(
         lambda x: abstract(x.shape, to if jnp.issubdtype(x.dtype, jnp.floating) else x.dtype, x.sharding),

@@ -35,7 +35,8 @@ from ml_collections import config_flags  # noqa: E402
 from nat_jax.commands import cli  # noqa: E402
 from nat_jax.errors import ConfigError  # noqa: E402
 from nat_jax.files import write_atomic  # noqa: E402
-from nat_jax.training import recipes
+from nat_jax.models.transformer import INFERENCE_DTYPES  # noqa: E402
+from nat_jax.training import recipes  # noqa: E402
 
 FLAGS = flags.FLAGS
 DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<value>, for the chosen decoders that have <opt>
@@ -54,6 +55,8 @@ COMMAND_FLAGS = (
              high=cli.MAX_ROWS, required=True),
     cli.Flag('buckets', 'enum', 'all', 'Training batch shapes: every bucket or the largest.',
              choices=('all', 'largest')),
+    cli.Flag('dtype', 'str', None, "Decoding precision (default: the recipe's): " + ', '.join(INFERENCE_DTYPES)
+             + '; with --programs=decode or units.', choices=INFERENCE_DTYPES),
     cli.Flag('drafter', 'str', '', 'A recipe whose run drafts for `drafted` (e.g. configs/dat_drafter_base.py): '
              'compiled with abstract parameters.'),
     cli.Flag('fit', 'bool', False, 'When the gradient step does not fit: search the largest per-device batch that '
@@ -89,7 +92,8 @@ def main(argv):
       fits[target.name].pop('recipe_report')
     loader = drafter_loader(sharding.make_mesh(1, target.devices))
     results.append(report.compile_recipe(config, target, FLAGS.model_parallel, FLAGS.programs, FLAGS.decoders, sizes,
-                                         FLAGS.buckets == 'largest', loader, DECODER_OVERRIDES))
+                                         FLAGS.buckets == 'largest', loader, DECODER_OVERRIDES,
+                                         inference_dtype=FLAGS.dtype))
   print(report.table(results))
   for name, found in fits.items():
     best = found['fits']

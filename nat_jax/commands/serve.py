@@ -23,7 +23,7 @@ from absl import flags
 from nat_jax.commands import cli
 from nat_jax.decode import DECODERS, describe_options
 from nat_jax.errors import ConfigError, log
-from nat_jax.models.transformer import DTYPES
+from nat_jax.models.transformer import INFERENCE_DTYPES
 
 FLAGS = flags.FLAGS
 DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
@@ -58,7 +58,7 @@ COMMAND_FLAGS = (
              'source width (narrow) or at every width (all).', choices=('none', 'narrow', 'all')),
     cli.checkpoint_flag(),
     cli.average_flag(),
-    cli.Flag('dtype', 'enum', 'float32', 'Inference precision.', choices=tuple(DTYPES)),
+    cli.Flag('dtype', 'enum', 'float32', 'Inference precision.', choices=INFERENCE_DTYPES),
     cli.Flag('http', 'enum', 'auto', "uvicorn's HTTP parser and event loop: auto (httptools and uvloop, installed "
              'with nat_jax; h11 and asyncio where they are missing), fast (httptools and uvloop, required), or '
              'pure (h11 and asyncio, pure Python).', choices=('auto', 'fast', 'pure')),

@@ -22,7 +22,7 @@ from absl import flags
 from nat_jax.commands import cli
 from nat_jax.decode import DECODERS, describe_options
 from nat_jax.files import atomic_output
-from nat_jax.models.transformer import DTYPES
+from nat_jax.models.transformer import INFERENCE_DTYPES
 from nat_jax.run.translator import Translator
 
 FLAGS = flags.FLAGS
@@ -63,8 +63,8 @@ COMMAND_FLAGS = (
     cli.batch_size_flag(),
     cli.checkpoint_flag(),
     cli.average_flag(),
-    cli.Flag('dtype', 'enum', 'float32', 'Inference precision: parameters cast once at load, softmax statistics in '
-             'fp32.', choices=tuple(DTYPES)),
+    cli.Flag('dtype', 'enum', 'float32', 'Inference precision: parameters cast (bfloat16, float16) or quantized '
+             '(int8) once at load, softmax statistics in fp32.', choices=INFERENCE_DTYPES),
     cli.Flag('chunk_lines', 'int', 4096, 'Lines read and translated at a time (bounds memory on big inputs).',
              low=1, high=1 << 24),
 )

@@ -38,7 +38,7 @@ from nat_jax.errors import ConfigError
 from nat_jax.evaluation.scoring import reference_view
 from nat_jax.evaluation.timing import machine, timed
 from nat_jax.files import atomic_output, write_atomic
-from nat_jax.models.transformer import DTYPES
+from nat_jax.models.transformer import INFERENCE_DTYPES
 from nat_jax.run.translation import encode_sources, source_lengths, translate_texts
 from nat_jax.run.translator import Translator
 from nat_jax.run.workdir import Run
@@ -77,8 +77,8 @@ def parse_entry(spec: str, default_dtype: str) -> Entry:
   """'runs/x@bfloat16:greedy+beam' -> Entry('runs/x', 'bfloat16', ('greedy', 'beam')); 'runs/x' -> defaults."""
   run, sep, decoders = spec.partition(':')
   workdir, at, dtype = run.partition('@')
-  if not workdir or (at and dtype not in DTYPES) or (sep and not decoders):
-    raise ConfigError(f'--runs entry {spec!r}: expected workdir[@{"|".join(DTYPES)}][:decoder+decoder...]')
+  if not workdir or (at and dtype not in INFERENCE_DTYPES) or (sep and not decoders):
+    raise ConfigError(f'--runs entry {spec!r}: expected workdir[@{"|".join(INFERENCE_DTYPES)}][:decoder+decoder...]')
   for decoder in decoders.split('+') if decoders else ():
     parse_decoder(decoder)
   return Entry(workdir, dtype or default_dtype, tuple(decoders.split('+')) if decoders else ())
@@ -200,7 +200,9 @@ def ratio(a, b) -> float | None:
 def add_comparisons(rows: list[dict], hyps: dict[str, list[str]], baseline: str, largest: int):
   """Speed-ups of each row against the baseline run's greedy and beam (batch-1 latency, throughput at
   the largest batch) and against its own run's greedy (iterations, batch-1 latency, share of identical
-  outputs). A run's `greedy` / `beam` is its row of that decoder with default options, else its first."""
+  outputs); a row decoded in another precision (run@int8) against the same run and decoder in float32
+  (BLEU difference, share of identical outputs). A run's `greedy` / `beam` is its row of that decoder with
+  default options, else its first."""
   def find(run, name):  # the row of decoder `name` with default options, else its first row
     mine = [r for r in rows if r['run'] == run and r['decoder'] == name]
     return next((r for r in mine if r['decoder_spec'] == name), mine[0] if mine else None)
@@ -217,6 +219,11 @@ def add_comparisons(rows: list[dict], hyps: dict[str, list[str]], baseline: str,
       base = find(baseline, spec)
       r['vs_baseline'][spec] = {'batch1': ratio(latency(base), latency(r)),
                                 f'batch{largest}': ratio(throughput(r), throughput(base))}
+    twin = next((o for o in rows if o['workdir'] == r['workdir'] and o['dtype'] == 'float32'
+                 and o['decoder_spec'] == r['decoder_spec']), None) if r['dtype'] != 'float32' else None
+    if twin is not None:  # the same run and decoder in float32: what the precision costs in BLEU and outputs
+      same = np.mean([a == b for a, b in zip(hyps[r['label']], hyps[twin['label']])])
+      r['vs_float32'] = {'bleu': round(bleu_of(r) - bleu_of(twin), 2), 'same_output': round(float(same), 4)}
     own = find(r['run'], 'greedy')
     if own is not None and own is not r:
       same = np.mean([a == b for a, b in zip(hyps[r['label']], hyps[own['label']])])

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nat_jax.core.masks import NEG_INF
+from nat_jax.models.int8 import Int8DenseGeneral, int8_matmul
 
 Dtype = Any
 default_init = nn.initializers.xavier_uniform()
@@ -35,16 +36,23 @@ class Embed(nn.Module):
 
   `start_tokens` > 0 adds input-only tokens with ids vocab_size .. vocab_size + start_tokens - 1
   (param `start_embeddings`), e.g. HRT's Skip-AT start token <B_k>: they can be fed, never predicted.
+  `int8`: the table is int8 with one scale per row (`embedding_scale`, nat_jax.models.int8), for lookups
+  and the output projection alike.
   """
   vocab_size: int
   features: int
   dtype: Dtype = jnp.float32
   start_tokens: int = 0
+  int8: bool = False
 
   def setup(self):
-    init = nn.initializers.normal(self.features**-0.5)
+    init = nn.initializers.zeros if self.int8 else nn.initializers.normal(self.features**-0.5)  # int8: filled at load
     self.embedding = self.param('embedding', nn.with_logical_partitioning(init, ('vocab', 'embed')),
-                                (self.vocab_size, self.features), jnp.float32)
+                                (self.vocab_size, self.features), jnp.int8 if self.int8 else jnp.float32)
+    if self.int8:
+      self.embedding_scale = self.param('embedding_scale', nn.with_logical_partitioning(nn.initializers.ones,
+                                                                                        ('vocab',)),
+                                        (self.vocab_size,), jnp.float32)
     if self.start_tokens:
       self.start_embeddings = self.param('start_embeddings', nn.with_logical_partitioning(init, (None, 'embed')),
                                          (self.start_tokens, self.features), jnp.float32)
@@ -55,7 +63,10 @@ class Embed(nn.Module):
     Start tokens are looked up in their own table and selected per token: concatenating the two
     tables first would copy the whole [V, D] vocabulary every call (every HRT decoding step) where
     XLA does not fuse the copy into the lookup."""
-    rows = jnp.take(self.embedding, jnp.minimum(tokens, self.vocab_size - 1), axis=0)  # [B, T, D]
+    ids = jnp.minimum(tokens, self.vocab_size - 1)  # [B, T]
+    rows = jnp.take(self.embedding, ids, axis=0)  # [B, T, D]
+    if self.int8:
+      rows = rows.astype(jnp.float32) * jnp.take(self.embedding_scale, ids, axis=0)[..., None]
     if self.start_tokens:
       extra = tokens - self.vocab_size  # [B, T]: >= 0 for a start token
       start = jnp.take(self.start_embeddings, jnp.clip(extra, 0, self.start_tokens - 1), axis=0)
@@ -64,6 +75,10 @@ class Embed(nn.Module):
 
   def attend(self, x: jax.Array) -> jax.Array:
     """dtype[B, T, D] -> f32[B, T, V] logits against the embedding matrix."""
+    if self.int8:
+      flat = int8_matmul(x.reshape(-1, x.shape[-1]).astype(jnp.float32), self.embedding, self.embedding_scale,
+                         transposed=True)  # [B*T, V]
+      return flat.reshape(*x.shape[:-1], self.vocab_size)
     return jnp.einsum('btd,vd->btv', x, self.embedding.astype(self.dtype)).astype(jnp.float32)
 
 
@@ -77,21 +92,27 @@ class Attention(nn.Module):
   """Multi-head attention; optional key-only relative positions (HRT) and a fixed-size KV cache.
 
   Relative keys: logits_ij = q_i . (k_j + r[clip(p_j - p_i, -w, w)]) / sqrt(d_head), where p are
-  the positions actually fed (so Skip-AT's 0, k, 2k, ... give the true distances).
+  the positions actually fed (so Skip-AT's 0, k, 2k, ... give the true distances). `int8`: the four
+  projections in int8 (nat_jax.models.int8); attention itself stays in `dtype`.
   """
   num_heads: int
   d_model: int
   dropout: float = 0.0
   relative_window: int = 0
   dtype: Dtype = jnp.float32
+  int8: bool = False
 
   def setup(self):
     h, dh = self.num_heads, self.d_model // self.num_heads
-    proj = lambda: nn.DenseGeneral(features=(h, dh), axis=-1, dtype=self.dtype, use_bias=False,
-                                   kernel_init=nn.with_logical_partitioning(default_init, ('embed', 'heads', 'kv')))
+    if self.int8:
+      proj = lambda: Int8DenseGeneral((h, dh), (self.d_model,), ('embed', 'heads', 'kv'), dtype=self.dtype)
+      self.out = Int8DenseGeneral((self.d_model,), (h, dh), ('heads', 'kv', 'embed'), dtype=self.dtype)
+    else:
+      proj = lambda: nn.DenseGeneral(features=(h, dh), axis=-1, dtype=self.dtype, use_bias=False,
+                                     kernel_init=nn.with_logical_partitioning(default_init, ('embed', 'heads', 'kv')))
+      self.out = nn.DenseGeneral(features=self.d_model, axis=(-2, -1), dtype=self.dtype, use_bias=False,
+                                 kernel_init=nn.with_logical_partitioning(default_init, ('heads', 'kv', 'embed')))
     self.query, self.key, self.value = proj(), proj(), proj()
-    self.out = nn.DenseGeneral(features=self.d_model, axis=(-2, -1), dtype=self.dtype, use_bias=False,
-                               kernel_init=nn.with_logical_partitioning(default_init, ('heads', 'kv', 'embed')))
     if self.relative_window:
       self.relative_keys = self.param(
           'relative_keys', nn.with_logical_partitioning(nn.initializers.normal(0.02), ('relpos', 'kv')),
@@ -139,18 +160,21 @@ class FeedForward(nn.Module):
   d_ff: int
   dropout: float = 0.0
   dtype: Dtype = jnp.float32
+  int8: bool = False  # both matrices in int8 (nat_jax.models.int8)
 
   @nn.compact
   def __call__(self, x, *, deterministic: bool):
     """[B, T, D] -> [B, T, D]."""
-    y = nn.Dense(self.d_ff, dtype=self.dtype, name='wi',
-                 kernel_init=nn.with_logical_partitioning(default_init, ('embed', 'mlp')),
-                 bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ('mlp',)))(x)
+    y = self.dense(self.d_model, self.d_ff, ('embed', 'mlp'), 'wi')(x)
     y = nn.relu(y)
     y = nn.Dropout(self.dropout)(y, deterministic=deterministic)
-    return nn.Dense(self.d_model, dtype=self.dtype, name='wo',
-                    kernel_init=nn.with_logical_partitioning(default_init, ('mlp', 'embed')),
-                    bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ('embed',)))(y)
+    return self.dense(self.d_ff, self.d_model, ('mlp', 'embed'), 'wo')(y)
+
+  def dense(self, d_in: int, d_out: int, axes: tuple, name: str) -> nn.Module:
+    if self.int8:
+      return Int8DenseGeneral((d_out,), (d_in,), axes, use_bias=True, dtype=self.dtype, name=name)
+    return nn.Dense(d_out, dtype=self.dtype, name=name, kernel_init=nn.with_logical_partitioning(default_init, axes),
+                    bias_init=nn.with_logical_partitioning(nn.initializers.zeros, axes[1:]))
 
 
 def layer_norm(name: str, dtype) -> nn.LayerNorm:

@@ -18,6 +18,9 @@ from nat_jax.errors import ConfigError
 from nat_jax.models.layers import Attention, Embed, FeedForward, layer_norm, sinusoidal_positions
 
 DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16, 'float16': jnp.float16}
+# What a run may be decoded in: the training dtypes, and int8 (float32 activations over int8 weight
+# matrices, quantized once at load: nat_jax.models.int8).
+INFERENCE_DTYPES = (*DTYPES, 'int8')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,20 +39,22 @@ class TransformerConfig:
   length_classes: int = 0   # >0: a target-length head over lengths 0 .. length_classes - 1 (CMLM)
   directions: int = 0       # >0: trainable direction embeddings added to decoder inputs (IMDecoder, h)
   dtype: Any = jnp.float32  # activation dtype; params and softmax statistics stay fp32
+  int8: bool = False        # inference with int8 weight matrices (model.dtype 'int8'; nat_jax.models.int8)
 
 
 def transformer_config(model_cfg, vocab_size: int, **extra) -> TransformerConfig:
   """ml_collections `config.model` -> TransformerConfig (clear errors for bad values); `extra` sets
   what a method adds (start_tokens, length_classes)."""
-  if model_cfg.dtype not in DTYPES:
-    raise ConfigError(f'model.dtype must be one of {sorted(DTYPES)}, got {model_cfg.dtype!r}.')
+  if model_cfg.dtype not in INFERENCE_DTYPES:
+    raise ConfigError(f'model.dtype must be one of {sorted(INFERENCE_DTYPES)}, got {model_cfg.dtype!r}.')
   if model_cfg.d_model % model_cfg.num_heads:
     raise ConfigError(f'model.d_model={model_cfg.d_model} must be divisible by model.num_heads={model_cfg.num_heads}.')
   return TransformerConfig(
       vocab_size=vocab_size, d_model=model_cfg.d_model, num_heads=model_cfg.num_heads, d_ff=model_cfg.d_ff,
       enc_layers=model_cfg.enc_layers, dec_layers=model_cfg.dec_layers, dropout=model_cfg.dropout,
       attention_dropout=model_cfg.attention_dropout, pre_norm=model_cfg.pre_norm,
-      relative_window=model_cfg.relative_window, dtype=DTYPES[model_cfg.dtype], **extra)
+      relative_window=model_cfg.relative_window, dtype=DTYPES.get(model_cfg.dtype, jnp.float32),
+      int8=model_cfg.dtype == 'int8', **extra)
 
 
 def residual(f, x, norm, dropout, pre_norm: bool, deterministic: bool):
@@ -64,8 +69,8 @@ class EncoderLayer(nn.Module):
 
   def setup(self):
     c = self.cfg
-    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype)
-    self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, dtype=c.dtype)
+    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype, int8=c.int8)
+    self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, dtype=c.dtype, int8=c.int8)
     self.norm_attention = layer_norm('norm_attention', c.dtype)
     self.norm_ffn = layer_norm('norm_ffn', c.dtype)
     self.dropout = nn.Dropout(c.dropout)
@@ -85,9 +90,9 @@ class DecoderLayer(nn.Module):
 
   def setup(self):
     c = self.cfg
-    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, c.relative_window, c.dtype)
-    self.cross_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype)
-    self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, dtype=c.dtype)
+    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, c.relative_window, c.dtype, c.int8)
+    self.cross_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype, int8=c.int8)
+    self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, dtype=c.dtype, int8=c.int8)
     self.norm_self = layer_norm('norm_self', c.dtype)
     self.norm_cross = layer_norm('norm_cross', c.dtype)
     self.norm_ffn = layer_norm('norm_ffn', c.dtype)
@@ -122,7 +127,7 @@ class Transformer(nn.Module):
 
   def setup(self):
     c = self.cfg
-    self.embed = Embed(c.vocab_size, c.d_model, c.dtype, c.start_tokens)
+    self.embed = Embed(c.vocab_size, c.d_model, c.dtype, c.start_tokens, c.int8)
     if c.length_classes:
       self.length_embed = self.param(
           'length_embed', nn.with_logical_partitioning(nn.initializers.normal(c.d_model**-0.5), (None, 'embed')),

@@ -6,6 +6,7 @@ import json
 import os
 from typing import Any, Optional
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -14,7 +15,8 @@ from nat_jax.data import Tokenizer, load_or_train_tokenizer
 from nat_jax.data.tokenizer import TOKENIZER_FILE
 from nat_jax.errors import CheckpointError, ConfigError
 from nat_jax.methods import get_method, upgrade_config
-from nat_jax.models.transformer import DTYPES
+from nat_jax.models.int8 import quantize_params
+from nat_jax.models.transformer import DTYPES, INFERENCE_DTYPES
 from nat_jax.run import checkpoint
 from nat_jax.run.sharding import make_mesh
 from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
@@ -36,6 +38,15 @@ def cast_params(params, dtype: str):
   """Floating-point parameters cast to `dtype` (once, at load: half-precision inference)."""
   to = DTYPES[dtype]
   return jax.tree_util.tree_map(lambda x: x.astype(to) if jnp.issubdtype(x.dtype, jnp.floating) else x, params)
+
+
+def inference_params(method, params, dtype: str):
+  """A float run's params for decoding in `dtype` by `method` (built for it): cast, or quantized to the
+  int8 layout the method's model declares (its weight matrices int8 with their scales)."""
+  if dtype != 'int8':
+    return cast_params(params, dtype)
+  target = nn.meta.unbox(jax.eval_shape(method.init_params, jax.random.PRNGKey(0), dummy_batch()))
+  return quantize_params(params, target)
 
 
 def read_run_config(path: str) -> ml_collections.ConfigDict:
@@ -73,11 +84,12 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
 
   dtype 'bfloat16' / 'float16' loads it for half-precision inference: the parameters are cast once
   and the model computes in that dtype (model.dtype), with attention and output softmax statistics,
-  the length head and the DAG transition head in fp32 as always. 'float32' computes in fp32 even
+  the length head and the DAG transition head in fp32 as always. 'int8': the weight matrices and the
+  embedding quantized once (nat_jax.models.int8), activations in fp32. 'float32' computes in fp32 even
   for a run trained with bf16 activations (configs/at_base.py).
   """
-  if dtype not in DTYPES:
-    raise ConfigError(f'dtype must be one of {sorted(DTYPES)}, got {dtype!r}.')
+  if dtype not in INFERENCE_DTYPES:
+    raise ConfigError(f'dtype must be one of {sorted(INFERENCE_DTYPES)}, got {dtype!r}.')
   config_path = os.path.join(workdir, CONFIG_FILE)
   spm_path = os.path.join(workdir, TOKENIZER_FILE)
   for path, what in ((config_path, 'config'), (spm_path, 'sentencepiece model')):
@@ -102,5 +114,5 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
   if dtype != config.model.dtype:  # the inference precision is the caller's, whatever the run trained in
     config.model.dtype = dtype
     method = get_method(config, tokenizer.vocab_size)
-    params = cast_params(params, dtype)
+    params = inference_params(method, params, dtype)
   return Run(config, tokenizer, method, params, meta, mesh)

@@ -87,14 +87,14 @@ def test_latency_and_throughput_exclude_compile_time(trained_run):
 def test_benchmark_command_line_end_to_end(trained_run, tmp_path):
   out = tmp_path / 'bench'
   result = subprocess.run([sys.executable, '-m', 'nat_jax.benchmark',
-                           f'--runs={trained_run}:greedy+beam+jacobi_hgj/block_size=2,{trained_run}@bfloat16:greedy',
+                           f'--runs={trained_run}:greedy+beam+jacobi_hgj/block_size=2,{trained_run}@int8:greedy',
                            '--max_sentences=12', '--latency_sentences=3', '--batch1_runs=1', '--batch_sizes=1,4',
                            f'--out={out}'], cwd=REPO, capture_output=True, text=True, timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]
   report = json.loads((out / 'results.json').read_text())
   name = os.path.basename(trained_run)
   assert [r['label'] for r in report['rows']] == [f'{name}:greedy', f'{name}:beam', f'{name}:jacobi_hgj/block_size=2',
-                                                  f'{name}@bfloat16:greedy']
+                                                  f'{name}@int8:greedy']
   assert report['baseline'] == name and report['sentences'] == 12
   lines = open(load_run(trained_run).config.data.test_files).read().splitlines()[:12]
   refs = [[line.split('\t')[k] for line in lines] for k in (1, 2)]
@@ -112,7 +112,12 @@ def test_benchmark_command_line_end_to_end(trained_run, tmp_path):
   greedy, beam, jacobi, half = report['rows']
   assert jacobi['vs_own_greedy']['same_output'] == 1.0 and jacobi['quality'] == greedy['quality']
   assert greedy['vs_baseline']['greedy'] == {'batch1': 1.0, 'batch4': 1.0}
-  assert beam['vs_baseline']['beam']['batch4'] == 1.0 and half['dtype'] == 'bfloat16'
+  assert beam['vs_baseline']['beam']['batch4'] == 1.0 and half['dtype'] == 'int8'
+  same = [a == b for a, b in zip((out / half['outputs']).read_text().split('\n')[:-1],
+                                 (out / greedy['outputs']).read_text().split('\n')[:-1])]
+  delta = half['quality']['all_refs']['bleu'] - greedy['quality']['all_refs']['bleu']
+  assert half['vs_float32'] == {'bleu': round(delta, 2), 'same_output': round(sum(same) / len(same), 4)}
+  assert 'vs_float32' not in greedy
   assert abs(beam['vs_baseline']['greedy']['batch1'] - greedy['speed']['batch1']['latency_ms_median']
              / beam['speed']['batch1']['latency_ms_median']) < 0.002
   rows = report['rows']
@@ -121,8 +126,8 @@ def test_benchmark_command_line_end_to_end(trained_run, tmp_path):
   assert report['pareto']['latency_batch1'] == [rows[i]['label'] for i in range(4) if not dominated(i, xs, ys, True)]
   assert (out / 'pareto.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   table = (out / 'results.md').read_text()
-  assert '**Quality**' in table and '**Speed**' in table and f'| {name}@bfloat16 | greedy |' in table
-  for bad, message in ((f'--runs={trained_run}@fp8:greedy', 'expected workdir[@float32|bfloat16|float16]'),
+  assert '**Quality**' in table and '**Speed**' in table and f'| {name}@int8 | greedy |' in table
+  for bad, message in ((f'--runs={trained_run}@fp8:greedy', 'expected workdir[@float32|bfloat16|float16|int8]'),
                        (f'--runs={trained_run}:greedy/beam_size', 'expected name or name/opt=value'),
                        (f'--runs={trained_run}:greedy/beam_size=2', "has no option 'beam_size'"),
                        (f'--runs={tmp_path}/nothing:greedy', 'Train first')):
@@ -179,3 +184,28 @@ def test_ctranslate2_peer_rows_translate_as_our_decoders(trained_run):
   with pytest.raises(ConfigError, match='loaded in float32'):
     benchmark.benchmark([benchmark.parse_entry(f'{trained_run}@bfloat16:ct2_greedy', 'float32')], batch_sizes=(1,),
                         max_sentences=2, log=lambda msg: None)
+
+
+def test_pass_cost_times_each_precision_in_float32_greedy_steps(tmp_path):
+  out = tmp_path / 'pass_cost.json'
+  result = subprocess.run([sys.executable, '-m', 'benchmarks.pass_cost', '--sizes=128', '--positions=1,4',
+                           '--dtypes=float32,int8', '--passes=1', f'--json={out}'], cwd=REPO, capture_output=True,
+                          text=True, timeout=900)
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = {(r['dtype'], r['positions']): r for r in json.loads(out.read_text())['rows']}
+  assert set(rows) == {('float32', 1), ('float32', 4), ('int8', 1), ('int8', 4)}
+  assert rows['float32', 1]['greedy_steps'] == 1.0  # the unit: a float32 greedy step
+  for r in rows.values():
+    assert abs(r['greedy_steps'] - r['ms'] / rows['float32', 1]['ms']) < 1e-6
+
+
+@pytest.mark.slow
+def test_size_sweep_runs_every_row_in_each_precision(tmp_path):
+  out = tmp_path / 'sweep.json'
+  result = subprocess.run([sys.executable, '-m', 'benchmarks.size_sweep', '--sizes=128', '--batch_sizes=1',
+                           '--passes=1', '--noct2', '--rows=AT greedy,AT drafted (perfect free draft) block 4',
+                           f'--json={out}'], cwd=REPO, capture_output=True, text=True, timeout=1800)
+  assert result.returncode == 0, result.stderr[-3000:]
+  labels = {r['row'] for r in json.loads(out.read_text())['rows']}
+  assert labels == {'AT greedy', 'AT greedy int8', 'AT drafted (perfect free draft) block 4',
+                    'AT drafted (perfect free draft) block 4 int8'}

@@ -94,6 +94,35 @@ def test_half_precision_loads_cast_params_and_stays_close(trained_run):
     assert len(hyps) == 3 and hyps[1] == ''
 
 
+def test_int8_loads_quantized_weights_translates_and_is_refused_for_training(trained_run, tmp_path):
+  """--dtype=int8 (load_run, Translator, translate): every weight matrix and the embedding in int8 with their
+  scales, log-probabilities within the quantization error, one line per input line; training refuses it."""
+  import jax
+  import jax.numpy as jnp
+
+  from nat_jax import Translator
+  from nat_jax.methods.autoregressive import autoregressive_inputs
+  full, q = load_run(trained_run), load_run(trained_run, dtype='int8')
+  flat = {jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_flatten_with_path(q.params)[0]}
+  assert flat["['embed']['embedding']"].dtype == jnp.int8 and flat["['embed']['embedding_scale']"].dtype == jnp.float32
+  assert all(v.dtype == jnp.int8 for k, v in flat.items() if k.endswith("['kernel']"))
+  src, tgt = jnp.array([[10, 11, 12, 13, 1, 0]]), jnp.array([[20, 21, 22, 1]])
+  inputs = autoregressive_inputs(tgt)
+  logp = lambda run: jax.nn.log_softmax(run.method.model.apply(
+      {'params': run.params}, src, inputs.tokens, inputs.positions, inputs.self_mask()))
+  assert float(jnp.max(jnp.abs(logp(q) - logp(full)))) < 0.3
+  assert len(Translator(trained_run, dtype='int8').translate(['In the beginning.', '', 'And God said.'])) == 3
+  result = subprocess.run([sys.executable, '-m', 'nat_jax.translate', f'--workdir={trained_run}', '--dtype=int8'],
+                          input='In the beginning.\n\nAnd God said.\n', capture_output=True, text=True, cwd=REPO,
+                          timeout=300)
+  assert result.returncode == 0 and len(result.stdout.split('\n')) == 4, result.stderr
+  refused = subprocess.run([sys.executable, '-m', 'nat_jax.train', '--config=configs/at_bible_tiny.py',
+                            f'--workdir={tmp_path}/w', '--config.model.dtype=int8'], capture_output=True, text=True,
+                           cwd=REPO, timeout=300)
+  assert refused.returncode == 2 and 'int8 is for decoding a trained run' in refused.stderr, refused.stderr
+  assert not os.path.exists(tmp_path / 'w')
+
+
 def test_inference_precision_is_the_callers(trained_run, tmp_path):
   """A run trained with bf16 activations (as configs/at_base.py) computes in fp32 when loaded as float32,
   bitwise as the same run trained in fp32 does."""

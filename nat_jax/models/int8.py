@@ -1,0 +1,124 @@
+"""int8 inference: weights quantized once at load, activations per row at run time, int8 x int8 -> int32 dots.
+
+A weight matrix W [in..., out...] becomes q = round(W / s) in int8 with one float32 scale per output
+channel, s = max |W| over the input axes / 127 (symmetric). An activation row x [in...] is quantized the
+same way at run time, x ~ sx * xq, and a product is sx * s * (xq . q), the dot accumulated exactly in
+int32. The embedding holds one scale per token row: a lookup gathers int8 rows and scales them, the tied
+output projection is a dot against the same rows. LayerNorm, softmax, attention over the KV cache and
+the DAG's transition head stay float32.
+
+CPU kernels decide the shapes (measured: docs/lab-notes/2026-11-28-int8.md): from two rows up an int8 x int8
+dot runs natively (YNNPACK), while XLA:CPU widens the whole int8 weight for a one-row dot, every step (or
+once, hoisted out of the decode loop, which then carries a 4x larger copy). So a dot of one row is padded to
+two (`MIN_ROWS`): 1.8-2.8x faster than the widened one-row dot at d_model 128-512. The result is the same,
+every row being quantized and accumulated on its own.
+Flax's Dense promotes its kernel to the compute dtype before any dot hook (a float32 copy of the weight:
+the slow path), and a quantization library (qwix) leaves one-row dots as they come: so these few lines.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+QMAX = 127.0
+MIN_ROWS = 2  # a dot of fewer rows is padded to this many: the native int8 kernel needs two
+
+
+def quantize(w: jax.Array, contract: Sequence[int]) -> tuple[jax.Array, jax.Array]:
+  """(q int8 [w.shape], scale f32 [w.shape without `contract`]): symmetric, one scale per output channel."""
+  w = w.astype(jnp.float32)
+  amax = jnp.max(jnp.abs(w), axis=tuple(contract), keepdims=True)
+  scale = jnp.where(amax > 0, amax / QMAX, 1.0)
+  q = jnp.clip(jnp.round(w / scale), -QMAX, QMAX).astype(jnp.int8)
+  return q, jnp.squeeze(scale, axis=tuple(contract))
+
+
+def quantize_rows(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """x f32[N, K] -> (int8 [N, K], scale f32[N, 1]): each row on its own scale."""
+  q, scale = quantize(x, (1,))
+  return q, scale[:, None]
+
+
+def int8_matmul(x: jax.Array, q: jax.Array, scale: jax.Array, transposed: bool = False,
+                min_rows: int = MIN_ROWS) -> jax.Array:
+  """x f32[N, K] times the int8 matrix q ([K, M], or [M, K] when `transposed`) with per-column scales
+  scale f32[M] -> f32[N, M]; rows are padded to `min_rows` for the dot and cut back after it."""
+  n = x.shape[0]
+  if n < min_rows:
+    x = jnp.pad(x, ((0, min_rows - n), (0, 0)))
+  elif n == 1:  # (min_rows 1, for measuring) XLA widens the weight for a one-row dot: fenced with the row, which
+    q, x = jax.lax.optimization_barrier((q, x))  # changes every step, it cannot hoist that copy out of a loop
+  xq, sx = quantize_rows(x)
+  dims = (((1,), (1,)) if transposed else ((1,), (0,)), ((), ()))
+  acc = jax.lax.dot_general(xq, q, dims, preferred_element_type=jnp.int32)  # [N', M] exact
+  return (acc.astype(jnp.float32) * sx * scale)[:n]
+
+
+def dense_general(x: jax.Array, q: jax.Array, scale: jax.Array, in_axes: int, min_rows: int = MIN_ROWS) -> jax.Array:
+  """x [..., in...] (the last `in_axes` axes contracted) with q [in..., out...] -> f32[..., out...]."""
+  lead, inner = x.shape[:x.ndim - in_axes], x.shape[x.ndim - in_axes:]
+  out = q.shape[in_axes:]
+  flat = x.reshape(math.prod(lead), math.prod(inner)).astype(jnp.float32)
+  y = int8_matmul(flat, q.reshape(math.prod(inner), math.prod(out)), scale.reshape(-1), min_rows=min_rows)
+  return y.reshape(*lead, *out)
+
+
+class Int8DenseGeneral(nn.Module):
+  """nn.DenseGeneral's place at inference in int8: params 'kernel' int8 [in..., out...] and 'scale' f32
+  [out...] (quantize_params fills them from a float run), optional float32 'bias'. `axis` counts the
+  trailing input axes (1 or 2, as this project's layers use)."""
+  features: tuple[int, ...]
+  in_features: tuple[int, ...]
+  kernel_axes: tuple[Any, ...]
+  use_bias: bool = False
+  dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    out_axes = self.kernel_axes[len(self.in_features):]
+    kernel = self.param('kernel', nn.with_logical_partitioning(nn.initializers.zeros, self.kernel_axes),
+                        (*self.in_features, *self.features), jnp.int8)
+    scale = self.param('scale', nn.with_logical_partitioning(nn.initializers.ones, out_axes), self.features,
+                       jnp.float32)
+    y = dense_general(x, kernel, scale, len(self.in_features))
+    if self.use_bias:
+      y = y + self.param('bias', nn.with_logical_partitioning(nn.initializers.zeros, out_axes), self.features,
+                         jnp.float32)
+    return y.astype(self.dtype)
+
+
+def quantize_params(params: Any, target: Any) -> Any:
+  """A float run's params in the int8 model's layout `target` (its abstract params): every int8 leaf of
+  `target` quantized from the float leaf at the same path, its scale beside it ('kernel' -> 'scale':
+  the leading axes are the input; 'embedding' -> 'embedding_scale': one scale per row); the rest as is."""
+  flat = {path: leaf for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
+  keyed = {_keys(path): leaf for path, leaf in flat.items()}
+  out = {}
+  for path, spec in jax.tree_util.tree_flatten_with_path(target)[0]:
+    keys = _keys(path)
+    if spec.dtype != jnp.int8:
+      continue
+    name, scale_name = keys[-1], {'kernel': 'scale', 'embedding': 'embedding_scale'}[keys[-1]]
+    w = keyed[keys]
+    scale_shape = _leaf(target, keys[:-1] + (scale_name,)).shape
+    contract = tuple(range(w.ndim - len(scale_shape))) if name == 'kernel' else tuple(range(1, w.ndim))
+    out[keys], out[keys[:-1] + (scale_name,)] = quantize(w, contract)
+  leaves = []
+  for path, spec in jax.tree_util.tree_flatten_with_path(target)[0]:
+    keys = _keys(path)
+    leaves.append(out[keys] if keys in out else keyed[keys])
+  return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(target), leaves)
+
+
+def _keys(path) -> tuple:
+  return tuple(getattr(p, 'key', getattr(p, 'idx', p)) for p in path)
+
+
+def _leaf(tree: Any, keys: tuple) -> Any:
+  for k in keys:
+    tree = tree[k]
+  return tree
