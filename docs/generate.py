@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import sys
 from typing import Callable, Iterable, Optional
 
@@ -274,7 +275,7 @@ def sweep_table(doc: dict, labels: Optional[list[str]] = None) -> str:
       if r is None:
         row.append('-')
       elif label == 'AT greedy':
-        row.append(f"{r['ms']:g} ms ({r['sentences_per_s']:g} sentences/s)")
+        row.append(f"{r['ms']:.1f} ms ({r['sentences_per_s']:.0f} sentences/s)")
       else:
         text = ratio(r['speed_vs_at_greedy'], r.get('speed_min'), r.get('speed_max'))
         if 'pass_in_greedy_steps' in r:
@@ -403,6 +404,12 @@ def results_pass_cost() -> str:
       table(('size', 'precision', *[f'{k} position' + ('s' if k > 1 else '') for k in positions]), body), ''])
 
 
+def sweep_passes(doc: dict) -> int:
+  """The --passes a size sweep ran with (its command; the flag's default, 5, when not given)."""
+  found = re.search(r'--passes[= ](\d+)', doc['command'])
+  return int(found.group(1)) if found else 5
+
+
 def method_fragment(page: str) -> str:
   prefix = '../'
   out = []
@@ -416,7 +423,7 @@ def method_fragment(page: str) -> str:
             if label + dtype in present]
   if labels:
     out += [f"**Speed on 2 CPU cores by model size** (random weights, {sweep['out_len']} output tokens; speed over "
-            'AT greedy, median and range over 5 passes; '
+            f'AT greedy, median and range over {sweep_passes(sweep)} passes; '
             f"{sweep['machine'].split(', ')[-1]}, `benchmarks.size_sweep`):", '',
             sweep_table(sweep, (['AT greedy'] if page != 'at' else []) + labels), '']
   h200 = load('gpu_h200.json')

@@ -13,6 +13,7 @@ from nat_jax.data.batching import TrainBatches
 from nat_jax.data.sources import DataError
 from nat_jax.data.sources import DataNotFoundError
 from nat_jax.data.sources import Example
+from nat_jax.data.sources import languages
 from nat_jax.data.sources import load_split
 from nat_jax.data.sources import LOADERS
 from nat_jax.data.tokenizer import load_or_train_tokenizer

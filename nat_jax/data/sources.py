@@ -37,6 +37,15 @@ def load_split(data_cfg, split: str) -> list[Example]:
   return clean_examples(loader(data_cfg, split), data_cfg.get('max_examples', 0), where)
 
 
+def languages(data_cfg) -> tuple[str, str]:
+  """(source, target) language codes of the data: the Bible's `data.pair` ('de-en' -> ('de', 'en')), else
+  `data.source_lang` / `data.target_lang` (what a 'tfds' source reads and 'files' data declares)."""
+  if data_cfg.get('source', '') == 'bible' and data_cfg.get('pair', ''):
+    source, _, target = data_cfg.pair.partition('-')
+    return source, target
+  return data_cfg.get('source_lang', ''), data_cfg.get('target_lang', '')
+
+
 def clean_examples(raw: Iterable[tuple[str, Sequence[str]]], max_examples: int,
                    where: str) -> list[Example]:
   """Strips texts, drops pairs with an empty source/first reference, keeps the first N."""

@@ -27,6 +27,7 @@ import numpy as np
 
 from nat_jax import decode
 from nat_jax.data.batching import power_of_two_rows
+from nat_jax.data.sources import languages
 from nat_jax.errors import ConfigError, log
 from nat_jax.run import compiled
 from nat_jax.run.resources import Resources
@@ -105,8 +106,7 @@ class Translator:
   @property
   def languages(self) -> tuple[str, str]:
     """(source, target) language codes of the run's data."""
-    data = self.run.config.data
-    return data.get('source_lang', ''), data.get('target_lang', '')
+    return languages(self.run.config.data)
 
   def decoder_key(self, name: Optional[str] = None, options: Optional[Mapping[str, Any]] = None) -> tuple:
     """(name, ((option, string value), ...)): what `decoder_for` builds from. This translator's decoder

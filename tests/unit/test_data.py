@@ -114,6 +114,16 @@ def write(path, lines) -> str:
   return str(path)
 
 
+def test_languages_of_the_data():
+  """The Bible's pair names its languages (a de-en run is not en->de, the defaults of source_lang /
+  target_lang); other sources declare theirs."""
+  cfg = lambda source, pair: ml_collections.ConfigDict(dict(source=source, pair=pair, source_lang='fr',
+                                                            target_lang='ro'))
+  assert {p: sources.languages(cfg('bible', p)) for p in ('de-en', 'en-de', 'ro-en')} == {
+      'de-en': ('de', 'en'), 'en-de': ('en', 'de'), 'ro-en': ('ro', 'en')}
+  assert sources.languages(cfg('files', 'de-en')) == sources.languages(cfg('tfds', 'de-en')) == ('fr', 'ro')
+
+
 def test_files_tsv_and_aligned_files_agree(tmp_path, caplog):
   tsv = write(tmp_path / 'train.tsv', ['\t'.join(p) for p in PAIRS])
   src, ref1, ref2 = (write(tmp_path / f'{i}.txt', [p[i] for p in PAIRS]) for i in range(3))
