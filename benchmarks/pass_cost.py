@@ -105,6 +105,8 @@ def main(_):
   positions = [int(k) for k in FLAGS.positions]
   if 1 not in positions:
     raise ConfigError('--positions must include 1 (the greedy step every cost is divided by).')
+  if 'float32' not in FLAGS.dtypes:
+    raise ConfigError('--dtypes must include float32: every cost is in float32 greedy steps.')
   results = []
   print('| d_model | variant | ' + ' | '.join(f'{k} positions: ms (greedy steps)' for k in positions) + ' |')
   print('|---|---|' + '---|' * len(positions))
@@ -128,7 +130,7 @@ def main(_):
         print(f'  note: variant {name} at {k} positions changes the outputs ({dtype})')
     times = alternated({key: functools.partial(fn, *args[key[1]]) for key, fn in programs.items()}, FLAGS.passes)
     med = {key: float(np.median(t)) / CALLS for key, t in times.items()}
-    step = med['default', FLAGS.dtypes[0], 1]
+    step = med['default', 'float32', 1]
     for name in variants:
       for dtype in FLAGS.dtypes:
         cells = [f'{1e3 * med[name, dtype, k]:.3f} ({med[name, dtype, k] / step:.2f})' for k in positions]

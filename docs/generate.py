@@ -364,6 +364,7 @@ def results_fit() -> str:
 def results_int8_quality() -> str:
   """int8 against float32 on the trained tiny runs: the benchmark's rows of run@int8 beside the same run and
   decoder in float32 (its vs_float32), and CTranslate2's int8 export beside our float32 greedy."""
+  from nat_jax.evaluation.benchmark import bleu_of
   doc = load('int8_quality/results.json')
   by_label = {r['label']: r for r in doc['rows']}
   largest = str(doc['batch_sizes'][-1])
@@ -372,23 +373,19 @@ def results_int8_quality() -> str:
     if 'vs_float32' in r:
       twin = by_label[r['label'].replace('@int8', '')]
       speed = r['speed']['sentences_per_s'][largest] / twin['speed']['sentences_per_s'][largest]
-      body.append((r['run'].replace('@int8', ''), r['method'], r['decoder_spec'], num(bleu_of_row(twin)),
-                   num(bleu_of_row(r)), f"{r['vs_float32']['bleu']:+.2f}",
+      body.append((r['run'].replace('@int8', ''), r['method'], r['decoder_spec'], num(bleu_of(twin)),
+                   num(bleu_of(r)), f"{r['vs_float32']['bleu']:+.2f}",
                    f"{100 * r['vs_float32']['same_output']:.1f}%", ratio(speed)))
     elif r['decoder'] == 'ct2_greedy' and 'vs_own_greedy' in r:
       greedy = next(o for o in doc['rows'] if o['run'] == r['run'] and o['decoder_spec'] == 'greedy')
-      body.append((r['run'], 'CTranslate2', r['decoder_spec'], num(bleu_of_row(greedy)), num(bleu_of_row(r)),
-                   f'{bleu_of_row(r) - bleu_of_row(greedy):+.2f}',
+      body.append((r['run'], 'CTranslate2', r['decoder_spec'], num(bleu_of(greedy)), num(bleu_of(r)),
+                   f'{bleu_of(r) - bleu_of(greedy):+.2f}',
                    f"{100 * r['vs_own_greedy']['same_output']:.1f}%", '-'))
   return '\n'.join([
       f"{doc['machine']}; {doc['split']} split, {doc['sentences']:,} sentences, BLEU against both references; "
       f"int8 against the same run and decoder in float32 (CTranslate2's int8 export against our float32 greedy).", '',
       table(('run', 'method', 'decoder', 'BLEU float32', 'BLEU int8', 'difference', 'identical outputs',
              f'int8 speed over float32, batch {largest}'), body), ''])
-
-
-def bleu_of_row(row: dict) -> float:
-  return row['quality'].get('all_refs', row['quality']['per_ref'][0])['bleu']
 
 
 def results_pass_cost() -> str:

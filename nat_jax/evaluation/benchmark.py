@@ -213,6 +213,9 @@ def add_comparisons(rows: list[dict], hyps: dict[str, list[str]], baseline: str,
   def throughput(r):
     return r['speed']['sentences_per_s'].get(str(largest)) if r else None
 
+  def same_share(r, o):  # share of sentences both rows translated identically
+    return round(float(np.mean([a == b for a, b in zip(hyps[r['label']], hyps[o['label']])])), 4)
+
   for r in rows:
     r['vs_baseline'] = {}
     for spec in ('greedy', 'beam'):
@@ -222,14 +225,12 @@ def add_comparisons(rows: list[dict], hyps: dict[str, list[str]], baseline: str,
     twin = next((o for o in rows if o['workdir'] == r['workdir'] and o['dtype'] == 'float32'
                  and o['decoder_spec'] == r['decoder_spec']), None) if r['dtype'] != 'float32' else None
     if twin is not None:  # the same run and decoder in float32: what the precision costs in BLEU and outputs
-      same = np.mean([a == b for a, b in zip(hyps[r['label']], hyps[twin['label']])])
-      r['vs_float32'] = {'bleu': round(bleu_of(r) - bleu_of(twin), 2), 'same_output': round(float(same), 4)}
+      r['vs_float32'] = {'bleu': round(bleu_of(r) - bleu_of(twin), 2), 'same_output': same_share(r, twin)}
     own = find(r['run'], 'greedy')
     if own is not None and own is not r:
-      same = np.mean([a == b for a, b in zip(hyps[r['label']], hyps[own['label']])])
       r['vs_own_greedy'] = {'iterations': ratio(own['aux'].get('iterations', own['aux'].get('steps')),
                                                 r['aux'].get('iterations')),
-                            'batch1': ratio(latency(own), latency(r)), 'same_output': round(float(same), 4)}
+                            'batch1': ratio(latency(own), latency(r)), 'same_output': same_share(r, own)}
 
 
 def tokens_per_pass(aux: dict):

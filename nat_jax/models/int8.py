@@ -7,11 +7,10 @@ int32. The embedding holds one scale per token row: a lookup gathers int8 rows a
 output projection is a dot against the same rows. LayerNorm, softmax, attention over the KV cache and
 the DAG's transition head stay float32.
 
-CPU kernels decide the shapes (measured: docs/lab-notes/2026-11-28-int8.md): from two rows up an int8 x int8
-dot runs natively (YNNPACK), while XLA:CPU widens the whole int8 weight for a one-row dot, every step (or
-once, hoisted out of the decode loop, which then carries a 4x larger copy). So a dot of one row is padded to
-two (`MIN_ROWS`): 1.8-2.8x faster than the widened one-row dot at d_model 128-512. The result is the same,
-every row being quantized and accumulated on its own.
+CPU kernels decide the shapes (docs/lab-notes/2026-11-28-int8.md): from two rows up an int8 x int8 dot runs
+natively (YNNPACK), while XLA:CPU widens the whole int8 weight for a one-row dot, every step (or once,
+hoisted out of the decode loop, which then carries a 4x larger copy). So a dot of one row is padded to two
+(`MIN_ROWS`). The result is the same, every row being quantized and accumulated on its own.
 Flax's Dense promotes its kernel to the compute dtype before any dot hook (a float32 copy of the weight:
 the slow path), and a quantization library (qwix) leaves one-row dots as they come: so these few lines.
 """
@@ -95,30 +94,19 @@ def quantize_params(params: Any, target: Any) -> Any:
   """A float run's params in the int8 model's layout `target` (its abstract params): every int8 leaf of
   `target` quantized from the float leaf at the same path, its scale beside it ('kernel' -> 'scale':
   the leading axes are the input; 'embedding' -> 'embedding_scale': one scale per row); the rest as is."""
-  flat = {path: leaf for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
-  keyed = {_keys(path): leaf for path, leaf in flat.items()}
+  floats = {_keys(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
+  specs = {_keys(path): spec for path, spec in jax.tree_util.tree_flatten_with_path(target)[0]}
   out = {}
-  for path, spec in jax.tree_util.tree_flatten_with_path(target)[0]:
-    keys = _keys(path)
+  for keys, spec in specs.items():
     if spec.dtype != jnp.int8:
       continue
     name, scale_name = keys[-1], {'kernel': 'scale', 'embedding': 'embedding_scale'}[keys[-1]]
-    w = keyed[keys]
-    scale_shape = _leaf(target, keys[:-1] + (scale_name,)).shape
-    contract = tuple(range(w.ndim - len(scale_shape))) if name == 'kernel' else tuple(range(1, w.ndim))
-    out[keys], out[keys[:-1] + (scale_name,)] = quantize(w, contract)
-  leaves = []
-  for path, spec in jax.tree_util.tree_flatten_with_path(target)[0]:
-    keys = _keys(path)
-    leaves.append(out[keys] if keys in out else keyed[keys])
-  return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(target), leaves)
+    w, scale_keys = floats[keys], keys[:-1] + (scale_name,)
+    contract = tuple(range(w.ndim - specs[scale_keys].ndim)) if name == 'kernel' else tuple(range(1, w.ndim))
+    out[keys], out[scale_keys] = quantize(w, contract)
+  pick = lambda keys: out[keys] if keys in out else floats[keys]
+  return jax.tree_util.tree_map_with_path(lambda path, _: pick(_keys(path)), target)
 
 
 def _keys(path) -> tuple:
   return tuple(getattr(p, 'key', getattr(p, 'idx', p)) for p in path)
-
-
-def _leaf(tree: Any, keys: tuple) -> Any:
-  for k in keys:
-    tree = tree[k]
-  return tree
