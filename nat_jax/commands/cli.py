@@ -257,7 +257,7 @@ def command(command_flags: Sequence[Flag], main: Callable[[list[str]], Any],
 
 
 COMMANDS = ('train', 'translate', 'evaluate', 'distill', 'benchmark', 'export', 'lm', 'dagviz', 'ddgviz', 'serve',
-            'aot')
+            'aot', 'convert')
 
 
 def every_flag() -> dict[str, tuple[Flag, ...]]:

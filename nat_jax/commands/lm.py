@@ -18,9 +18,9 @@ import time
 from absl import flags
 
 from nat_jax.commands import cli
-from nat_jax.data import load_or_train_tokenizer, load_split
+from nat_jax.data import load_split
 from nat_jax.data.distilled import read_teacher_translations
-from nat_jax.data.tokenizer import TOKENIZER_FILE
+from nat_jax.data.tokenizer import open_tokenizer
 from nat_jax.decode import arpa
 from nat_jax.errors import ConfigError
 from nat_jax.run.workdir import CONFIG_FILE, read_run_config
@@ -52,7 +52,7 @@ def training_targets(workdir: str) -> tuple[list[str], str]:
 
 def main(argv):
   targets, described = training_targets(FLAGS.workdir)
-  tokenizer = load_or_train_tokenizer(os.path.join(FLAGS.workdir, TOKENIZER_FILE), (), 0)
+  tokenizer = open_tokenizer(FLAGS.workdir)
   out = FLAGS.out or os.path.join(FLAGS.workdir, f'lm{FLAGS.order}.arpa')
   problem = cli.path_problem('out', out, 'new_file')  # the default path, or the one --out gave
   if problem:

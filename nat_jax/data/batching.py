@@ -40,7 +40,7 @@ def encode_pairs(examples, tokenizer, max_len: int) -> tuple[list[Pair], int]:
   pairs, dropped = [], 0
   for example in examples:
     source = tokenizer.encode(example.source) + [EOS_ID]
-    target = tokenizer.encode(example.references[0]) + [EOS_ID]
+    target = tokenizer.encode_target(example.references[0]) + [EOS_ID]
     if max(len(source), len(target)) > max_len:
       dropped += 1
     else:

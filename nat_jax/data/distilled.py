@@ -69,8 +69,8 @@ def distilled_pairs(examples: Sequence[Example], teacher: Sequence[str], tokeniz
   pairs, raw_targets, counts = [], [], {'dropped': 0, 'empty_teacher': 0}
   for example, translation in zip(examples, teacher):
     source = tokenizer.encode(example.source) + [EOS_ID]
-    raw = tokenizer.encode(example.references[0]) + [EOS_ID]
-    target = tokenizer.encode(translation) + [EOS_ID] if translation.strip() else raw
+    raw = tokenizer.encode_target(example.references[0]) + [EOS_ID]
+    target = tokenizer.encode_target(translation) + [EOS_ID] if translation.strip() else raw
     counts['empty_teacher'] += not translation.strip()
     if max(len(source), len(target), len(raw)) > max_len:
       counts['dropped'] += 1

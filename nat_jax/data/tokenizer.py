@@ -1,9 +1,15 @@
-"""Joint sentencepiece vocabulary: trained once on the training split, stored with the run."""
+"""Tokenizers of a run, stored in its workdir: a joint sentencepiece model trained once on the training
+split (`spm.model`, every run trained here), or a converted teacher's source and target sentencepiece
+models whose pieces map through one vocabulary (`vocabulary.json`, `source.spm`, `target.spm`: an OPUS-MT
+model, python -m nat_jax.convert). Both give the same special ids and the same methods."""
 
+import filecmp
 import io
+import json
 import os
 import re
-from typing import Iterable, Sequence
+import shutil
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 import sentencepiece as spm
@@ -14,6 +20,10 @@ from nat_jax.files import write_atomic
 
 MASK_PIECE = '<mask>'
 TOKENIZER_FILE = 'spm.model'  # a run's tokenizer, in its workdir
+# A converted run's tokenizer instead: the vocabulary (pieces in id order, the language tag to prepend)
+# and the two segmenters it names.
+VOCABULARY_FILE, SOURCE_MODEL, TARGET_MODEL = 'vocabulary.json', 'source.spm', 'target.spm'
+TOKENIZER_FILES = (TOKENIZER_FILE, VOCABULARY_FILE, SOURCE_MODEL, TARGET_MODEL)
 MAX_TRAINING_SENTENCES = 200_000
 # Characters that must not reach a line of output: C0 and C1 controls (tab, CR, NUL, U+001C-U+001E,
 # NEL U+0085, ...), DEL, and the line / paragraph separators U+2028 / U+2029. Readers that split on
@@ -58,6 +68,10 @@ class Tokenizer:
     """Token ids of `text`, without EOS."""
     return self._sp.encode(text)
 
+  def encode_target(self, text: str) -> list[int]:
+    """Token ids of a target-side `text` (a training reference), without EOS: `encode` (one joint model)."""
+    return self._sp.encode(text)
+
   def decode(self, ids: Sequence[int]) -> str:
     """Text of `ids` up to the first EOS, ignoring pad/bos/mask, as one line (`one_line`)."""
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
@@ -75,11 +89,114 @@ class Tokenizer:
 
   def same_vocabulary(self, other: 'Tokenizer') -> bool:
     """Whether `other` is the same sentencepiece model (same pieces, same ids)."""
-    return self._sp.serialized_model_proto() == other._sp.serialized_model_proto()
+    return isinstance(other, Tokenizer) and self._sp.serialized_model_proto() == other._sp.serialized_model_proto()
 
   def decode_batch(self, ids_2d) -> list[str]:
     """`decode` of every row of an int array [batch, length]."""
     return [self.decode(row) for row in ids_2d]
+
+
+class PieceTokenizer:
+  """A converted teacher's tokenizer: source text split by one sentencepiece model, target text by
+  another, their pieces mapped to ids through one vocabulary (`vocabulary.json`: {"pieces": [...] in id
+  order, with the special ids of `Tokenizer` at 0-4, "prefix": a piece put before every source, e.g. a
+  multi-target model's ">>de<<", or ""}). Pieces outside the vocabulary are UNK, as in Marian."""
+
+  pad_id, eos_id, bos_id, unk_id, mask_id = PAD_ID, EOS_ID, BOS_ID, UNK_ID, MASK_ID
+
+  def __init__(self, workdir: str):
+    self.model_path = os.path.join(workdir, VOCABULARY_FILE)
+    try:
+      with open(self.model_path, encoding='utf-8') as f:
+        spec = json.load(f)
+      self.pieces: list[str] = list(spec['pieces'])
+      prefix = spec.get('prefix', '')
+      self._source = spm.SentencePieceProcessor(model_file=os.path.join(workdir, SOURCE_MODEL))
+      self._target = spm.SentencePieceProcessor(model_file=os.path.join(workdir, TARGET_MODEL))
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
+      raise DataError(f'the tokenizer of {workdir} ({VOCABULARY_FILE}, {SOURCE_MODEL}, {TARGET_MODEL}) is missing or '
+                      f'damaged ({type(e).__name__}: {str(e).splitlines()[0][:120]}); convert the model again '
+                      '(python -m nat_jax.convert).') from None
+    self.vocab_size: int = len(self.pieces)
+    self._ids = {piece: i for i, piece in enumerate(self.pieces)}
+    if len(self._ids) != self.vocab_size or self.vocab_size <= MASK_ID:
+      raise DataError(f'{self.model_path} repeats a piece or lacks the special ids 0-{MASK_ID}; convert the model '
+                      'again.')
+    self._prefix = [self._ids[prefix]] if prefix else []
+    self._skip = np.zeros(self.vocab_size, bool)
+    self._skip[[PAD_ID, BOS_ID, UNK_ID, MASK_ID]] = True
+
+  def ids_of(self, pieces: Iterable[str]) -> list[int]:
+    return [self._ids.get(p, UNK_ID) for p in pieces]
+
+  def encode(self, text: str) -> list[int]:
+    """Token ids of a source `text` (the language tag first, where the run has one), without EOS."""
+    return self._prefix + self.ids_of(self._source.encode(text, out_type=str))
+
+  def encode_target(self, text: str) -> list[int]:
+    """Token ids of a target-side `text`, without EOS."""
+    return self.ids_of(self._target.encode(text, out_type=str))
+
+  def decode(self, ids: Sequence[int]) -> str:
+    """Text of `ids` up to the first EOS, without pad, bos, unk and mask (Marian's decode with
+    skip_special_tokens), as one line (`one_line`)."""
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    eos = np.flatnonzero(ids == EOS_ID)
+    ids = ids[:eos[0]] if eos.size else ids
+    ids = ids[(ids >= 0) & (ids < self.vocab_size)]
+    text = self._target.decode_pieces([self.pieces[i] for i in ids[~self._skip[ids]]])
+    return one_line(text.replace('\u2581', ' ').strip())
+
+  def decode_batch(self, ids_2d) -> list[str]:
+    return [self.decode(row) for row in ids_2d]
+
+  def word_ids(self) -> dict[str, int]:
+    """{piece: id}, with the n-gram LM names of the specials (as `Tokenizer.word_ids`)."""
+    ids = dict(self._ids)
+    ids.update({'<s>': BOS_ID, '</s>': EOS_ID, '<unk>': UNK_ID})
+    return ids
+
+  def same_vocabulary(self, other) -> bool:
+    return (isinstance(other, PieceTokenizer) and self.pieces == other.pieces and self._prefix == other._prefix
+            and self._source.serialized_model_proto() == other._source.serialized_model_proto()
+            and self._target.serialized_model_proto() == other._target.serialized_model_proto())
+
+
+def write_piece_tokenizer(workdir: str, pieces: Sequence[str], prefix: str, source_model: str, target_model: str):
+  """Writes a PieceTokenizer into `workdir`: the vocabulary and copies of the two sentencepiece models."""
+  for path, name in ((source_model, SOURCE_MODEL), (target_model, TARGET_MODEL)):
+    with open(path, 'rb') as f:
+      write_atomic(os.path.join(workdir, name), f.read())
+  write_atomic(os.path.join(workdir, VOCABULARY_FILE),
+               json.dumps({'pieces': list(pieces), 'prefix': prefix}, ensure_ascii=False).encode('utf-8'))
+
+
+def open_tokenizer(workdir: str, texts: Iterable[str] = (), vocab_size: int = 0):
+  """The tokenizer of the run in `workdir`: its converted vocabulary where it has one, else its joint
+  sentencepiece model (trained on `texts` first when missing: `load_or_train_tokenizer`)."""
+  if os.path.exists(os.path.join(workdir, VOCABULARY_FILE)):
+    return PieceTokenizer(workdir)
+  return load_or_train_tokenizer(os.path.join(workdir, TOKENIZER_FILE), texts, vocab_size)
+
+
+def has_tokenizer(workdir: str) -> bool:
+  return any(os.path.exists(os.path.join(workdir, name)) for name in (TOKENIZER_FILE, VOCABULARY_FILE))
+
+
+def copy_tokenizer(src_workdir: str, dst_workdir: str) -> Optional[str]:
+  """Copies the tokenizer files of `src_workdir` into `dst_workdir` (those it lacks); returns the name of the
+  first file that both hold and that differs, or None."""
+  for name in TOKENIZER_FILES:
+    src, dst = os.path.join(src_workdir, name), os.path.join(dst_workdir, name)
+    if not os.path.exists(src):
+      continue
+    if not os.path.exists(dst):
+      os.makedirs(dst_workdir, exist_ok=True)
+      shutil.copyfile(src, dst + '.tmp')
+      os.replace(dst + '.tmp', dst)
+    elif not filecmp.cmp(src, dst, shallow=False):
+      return name
+  return None
 
 
 def train_model(texts: Iterable[str], vocab_size: int) -> bytes:

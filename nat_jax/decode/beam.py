@@ -7,7 +7,7 @@ hypothesis can end above max(alive logp) / lp(T_max).
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import flax
 import jax
@@ -33,10 +33,17 @@ class BeamState:
 
 
 LENGTH_PENALTY = 0.6  # GNMT's alpha: the default of every beam-style decoder (beam, multiword_beam, hrt)
+# How `beam` searches: 'gnmt' (ours, every decoder here), or 'generate': as Hugging Face's generate does
+# (a converted OPUS-MT run's default: nat_jax.deploy.marian): length ** alpha, every ended candidate
+# may finish, its stopping rule (`early_stopping`), and EOS forced after max_len tokens.
+STYLES = ('gnmt', 'generate')
+EARLY_STOPPING = ('false', 'true', 'never')
 
 
-def length_penalty(length, alpha: float):
-  """GNMT: ((5 + |y|) / 6) ** alpha."""
+def length_penalty(length, alpha: float, style: str = 'gnmt'):
+  """GNMT: ((5 + |y|) / 6) ** alpha; generate: |y| ** alpha (|y|: tokens incl. EOS)."""
+  if style == 'generate':
+    return jnp.asarray(length, jnp.float32) ** alpha
   return ((5.0 + length) / 6.0) ** alpha
 
 
@@ -58,34 +65,47 @@ def add_beam_dim(tree, k: int):
 
 
 # --- search -----------------------------------------------------------------------------------
-def beam_step(scorer: LeftToRightScorer, enc, state: BeamState, alpha: float) -> BeamState:
-  """Extend every alive hypothesis by one token; keep the K best alive and the K best finished."""
+def beam_step(scorer: LeftToRightScorer, enc, state: BeamState, alpha: float, style: str = 'gnmt',
+              forced_eos_step: int = -1, early_stopping: str = 'false') -> BeamState:
+  """Extend every alive hypothesis by one token; keep the K best alive and the K best finished. At step
+  `forced_eos_step` (style 'generate') every hypothesis ends: EOS has log-probability 0, the rest none."""
   b, k, _ = state.seqs.shape
   prev = jax.lax.dynamic_slice_in_dim(state.seqs, state.step, 1, axis=2).reshape(b * k, 1)  # [B*K, 1]
   logits, cache = scorer.step_logits(enc, state.cache, prev, state.step)
   vocab = logits.shape[-1]
   logp = jax.nn.log_softmax(logits[:, 0].astype(jnp.float32)).reshape(b, k, vocab)  # [B, K, V]
+  if forced_eos_step >= 0:
+    only_eos = jnp.where(jnp.arange(vocab) == EOS_ID, 0.0, NEG_INF)  # [V]
+    logp = jnp.where(state.step == forced_eos_step, only_eos, logp)
   cand = (state.alive_logp[:, :, None] + logp).reshape(b, k * vocab)  # [B, K*V]
   top_logp, top_idx = jax.lax.top_k(cand, 2 * k)  # [B, 2K]
   top_beam, top_tok = top_idx // vocab, (top_idx % vocab).astype(jnp.int32)
   top_seqs = jnp.take_along_axis(state.seqs, top_beam[:, :, None], axis=1)  # [B, 2K, T+1]
   top_seqs = jax.lax.dynamic_update_slice_in_dim(top_seqs, top_tok[:, :, None], state.step + 1, axis=2)
   is_eos = top_tok == EOS_ID
-  return next_state(state, top_logp, top_seqs, top_beam, is_eos, state.step + 1.0, cache, alpha)
+  return next_state(state, top_logp, top_seqs, top_beam, is_eos, state.step + 1.0, cache, alpha, style,
+                    early_stopping)
 
 
-def next_state(state: BeamState, cand_logp, cand_seqs, cand_beam, is_eos, lengths, cache, alpha: float) -> BeamState:
+def next_state(state: BeamState, cand_logp, cand_seqs, cand_beam, is_eos, lengths, cache, alpha: float,
+               style: str = 'gnmt', early_stopping: str = 'false') -> BeamState:
   """The state after a step from its candidates, best first: cand_logp f32[B, n], cand_seqs i32[B, n, W],
   cand_beam i32[B, n] (parent hypothesis), is_eos bool[B, n] (the candidate ended), lengths f32 (tokens
   incl. EOS, [B, n] or scalar), cache [B*K] of the parents. The K best that did not end stay alive
   (cache reordered to their parents); those among the first K that ended join the K best finished,
-  scored logp / lp(length) (so a beam of 1 is greedy)."""
+  scored logp / lp(length) (so a beam of 1 is greedy). Style 'generate': every candidate that ended may
+  finish, and (early_stopping 'true') none once a row holds K finished."""
   k = state.alive_logp.shape[1]
   alive_logp, keep = jax.lax.top_k(jnp.where(is_eos, NEG_INF, cand_logp), k)  # [B, K]
   seqs = jnp.take_along_axis(cand_seqs, keep[:, :, None], axis=1)
   cache = gather_beams(cache, jnp.take_along_axis(cand_beam, keep, axis=1))
-  ended = is_eos & (jnp.arange(cand_logp.shape[1]) < k) & (cand_logp > NEG_INF / 2)  # not from an empty beam
-  new_scores = jnp.where(ended, cand_logp / length_penalty(lengths, alpha), NEG_INF)
+  ended = is_eos & (cand_logp > NEG_INF / 2)  # not from an empty beam
+  if style == 'generate':
+    if early_stopping == 'true':
+      ended = ended & ~jnp.all(state.fin_scores > NEG_INF / 2, axis=1, keepdims=True)
+  else:
+    ended = ended & (jnp.arange(cand_logp.shape[1]) < k)
+  new_scores = jnp.where(ended, cand_logp / length_penalty(lengths, alpha, style), NEG_INF)
   all_scores = jnp.concatenate([state.fin_scores, new_scores], axis=1)  # [B, K + n]
   all_seqs = jnp.concatenate([state.fin_seqs, cand_seqs], axis=1)
   fin_scores, keep_f = jax.lax.top_k(all_scores, k)
@@ -100,11 +120,25 @@ def open_rows(state: BeamState, max_lp) -> jax.Array:
   return jnp.max(state.fin_scores, axis=1) < best_possible
 
 
+def generate_open_rows(state: BeamState, alpha: float, early_stopping: str, num_steps: int) -> jax.Array:
+  """bool[B]: rows Hugging Face's generate steps on (its beam search's loop condition, per sentence):
+  some finished slot is empty or below the best alive hypothesis scored at its current length (at the
+  bound's with early_stopping 'never' and alpha > 0); with 'true', none once K have finished."""
+  filled = state.fin_scores > NEG_INF / 2  # [B, K]
+  length = num_steps if (early_stopping == 'never' and alpha > 0) else jnp.maximum(state.step, 1)
+  best = jnp.max(state.alive_logp, axis=1) / length_penalty(length, alpha, 'generate')  # [B]
+  worst = jnp.where(jnp.all(filled, axis=1), jnp.min(state.fin_scores, axis=1), NEG_INF)  # [B]
+  still = (best > worst) | (state.step == 0)
+  return still & ~(jnp.all(filled, axis=1) & (early_stopping == 'true'))
+
+
 def search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: float, num_steps: int,
-           step_fn: Callable[[Any, BeamState], BeamState], shrink: bool = True) -> BeamState:
+           step_fn: Callable[[Any, BeamState], BeamState], shrink: bool = True,
+           open_fn: Optional[Callable[[BeamState], jax.Array]] = None) -> BeamState:
   """The loop every beam search here shares: K hypotheses per row after z start slots (BOS; z =
   scorer.tokens_per_step), at most `num_steps` steps of z tokens, stopping early once no alive
-  hypothesis can beat a row's best finished one. step_fn(enc, state) -> state extends them.
+  hypothesis can beat a row's best finished one (or when open_fn(state) -> bool[B] says so). step_fn(enc,
+  state) -> state extends them.
   shrink: closed rows may leave the batch (nat_jax.decode.loop); their best hypothesis is final, but
   the ones after it may differ from a search that steps them on, so callers that read more than the
   best keep it False."""
@@ -117,23 +151,29 @@ def search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: fl
                    fin_seqs=jnp.zeros_like(seqs), fin_scores=jnp.full((b, k), NEG_INF, jnp.float32),
                    cache=scorer.init_cache(enc, width))
   max_lp = length_penalty(width, alpha)
+  is_open = open_fn or (lambda s: open_rows(s, max_lp))
 
   def running(state: BeamState) -> jax.Array:
-    return (state.step < num_steps) & jnp.any(open_rows(state, max_lp))
+    return (state.step < num_steps) & jnp.any(is_open(state))
 
   return decode_loop(scorer, running, step_fn, enc, init, width, z, lambda s: (s.step + 1) * z, b,
-                     live=(lambda s: open_rows(s, max_lp)) if shrink else None)
+                     live=is_open if shrink else None)
 
 
 def beam_search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: float, t_max: int,
-                shrink: bool = True) -> BeamState:
+                shrink: bool = True, style: str = 'gnmt', early_stopping: str = 'false') -> BeamState:
   """Beam search from an encoder state (`scorer.encode`'s, batch `batch`) for at most t_max tokens
-  (shrink: as `search`'s)."""
-  return search(scorer, enc, batch, beam_size, alpha, t_max, lambda e, s: beam_step(scorer, e, s, alpha), shrink)
+  (shrink: as `search`'s); style 'generate': t_max tokens, then an EOS forced (t_max + 1 steps)."""
+  if style == 'gnmt':
+    return search(scorer, enc, batch, beam_size, alpha, t_max, lambda e, s: beam_step(scorer, e, s, alpha), shrink)
+  steps = t_max + 1
+  return search(scorer, enc, batch, beam_size, alpha, steps,
+                lambda e, s: beam_step(scorer, e, s, alpha, style, t_max, early_stopping), shrink,
+                open_fn=lambda s: generate_open_rows(s, alpha, early_stopping, steps))
 
 
-def best_hypotheses(final: BeamState, alpha: float, count: int,
-                    start_slots: int = 1) -> tuple[jax.Array, jax.Array, jax.Array]:
+def best_hypotheses(final: BeamState, alpha: float, count: int, start_slots: int = 1,
+                    style: str = 'gnmt') -> tuple[jax.Array, jax.Array, jax.Array]:
   """The `count` (<= K) best hypotheses of a search: its finished ones by length-normalized score,
   then, if fewer finished, its alive ones by log-probability. Returns (tokens i32[B, count, T] 0
   after EOS, scores f32[B, count]: finished logp / lp(length), alive logp / lp(T); summed
@@ -153,37 +193,46 @@ def best_hypotheses(final: BeamState, alpha: float, count: int,
   seqs = jnp.where(valid, seqs.reshape(-1, t_max), 0).reshape(seqs.shape)
   is_fin = rank < finished  # [B, count]
   values = take(jnp.concatenate([final.fin_scores, final.alive_logp], axis=1))  # finished: normalized; alive: logp
-  fin_lp = length_penalty(length.reshape(is_fin.shape).astype(jnp.float32), alpha)
-  scores = jnp.where(is_fin, values, values / length_penalty(t_max, alpha))
+  fin_lp = length_penalty(length.reshape(is_fin.shape).astype(jnp.float32), alpha, style)
+  scores = jnp.where(is_fin, values, values / length_penalty(t_max, alpha, style))
   logp = jnp.where(is_fin, values * fin_lp, values)
   usable = is_fin | (final.step * start_slots >= t_max)  # [B, count]: finished, or alive at the bound
   return seqs, jnp.where(usable, scores, NEG_INF), jnp.where(usable, logp, NEG_INF)
 
 
-def method_takes_one_token_per_step(method, options):
-  """The registry's check: a method whose left-to-right view writes several tokens per step
-  (IBDecoder, SA) has no beam; it has multiword_beam."""
+def check_beam(method, options):
+  """The registry's check: a method whose left-to-right view writes several tokens per step (IBDecoder,
+  SA) has no beam (it has multiword_beam); style and early_stopping are names."""
   z = method.tokens_per_step
   if z != 1:
     raise ConfigError(one_token_per_step_message('beam', z))
+  for key, names in (('style', STYLES), ('early_stopping', EARLY_STOPPING)):
+    if options[key] not in names:
+      raise ConfigError(f'--decoder.{key}={options[key]}: beam needs one of {list(names)}.')
 
 
-@register_decoder('beam', LeftToRightScorer, check=method_takes_one_token_per_step, beam_size=4, alpha=LENGTH_PENALTY,
-                  max_len=0,
+@register_decoder('beam', LeftToRightScorer, check=check_beam, beam_size=4, alpha=LENGTH_PENALTY,
+                  max_len=0, style='gnmt', early_stopping='false',
                   about='Beam search with the GNMT length penalty over a model that writes one token per step (the '
                         'IBDecoder family writes several: use `multiword_beam`). A sentence stops once no alive '
                         'hypothesis can beat its best finished one.',
                   option_help={'beam_size': 'hypotheses kept per sentence',
-                               'alpha': 'GNMT length penalty: a finished score is log p / ((5 + length) / 6)^alpha; '
-                                        '0 compares raw log-probabilities'})
+                               'alpha': 'length penalty: a finished score is log p / ((5 + length) / 6)^alpha (style '
+                                        'gnmt) or log p / length^alpha (style generate); 0 compares raw '
+                                        'log-probabilities',
+                               'style': "'gnmt', or 'generate': as Hugging Face's generate searches (length^alpha, "
+                                        'its stopping rule, EOS forced after max_len tokens): a converted OPUS-MT '
+                                        "run's default",
+                               'early_stopping': "style generate: generate's early_stopping ('false', 'true': stop "
+                                                 "once beam_size have finished, 'never')"})
 def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = LENGTH_PENALTY,
-                max_len: int = 0) -> DecodeOutput:
+                max_len: int = 0, style: str = 'gnmt', early_stopping: str = 'false') -> DecodeOutput:
   """Best finished hypothesis per row by logp / lp(length) (length counts EOS); a row with none
   (every hypothesis hit the length bound) falls back to its best alive one."""
   require_one_token_per_step(scorer, 'beam')
   final = beam_search(scorer, scorer.encode(src), src.shape[0], beam_size, alpha,
-                      resolve_max_len(scorer, src, max_len))
-  seqs, scores, _ = best_hypotheses(final, alpha, 1)
+                      resolve_max_len(scorer, src, max_len), style=style, early_stopping=early_stopping)
+  seqs, scores, _ = best_hypotheses(final, alpha, 1, style=style)
   _, length = through_first_eos(seqs[:, 0])
   # steps: tokens of the returned hypothesis incl. EOS (as greedy's); loop_steps: iterations the batch ran.
   return DecodeOutput(scorer.read_out(seqs[:, 0]), scores[:, 0],

@@ -226,7 +226,8 @@ def make_decode_fn(method, name: str, options: dict[str, Any],
 
 
 def build_decoder(method, name: str, overrides: dict[str, str], resources=None):
-  """(decode fn, parsed options) from a decoder name and its string options, all checked."""
-  options = parse_options(name, overrides)
+  """(decode fn, parsed options) from a decoder name and its string options (over the run's own defaults,
+  method.decoder_defaults: a converted OPUS-MT run's generation settings), all checked."""
+  options = parse_options(name, {**method.decoder_defaults.get(name, {}), **overrides})
   check_decoder(method, name, options)
   return make_decode_fn(method, name, options, resources), options

@@ -131,7 +131,7 @@ class DagTransformer(nn.Module):
     queries = self.graph_queries[:size].astype(self.cfg.dtype)[None]  # [1, L, D]
     tokens = jnp.where(glance_mask, glance_tokens, ends)  # [B, L]
     x = jnp.where((glance_mask | (ends > 0))[..., None], self.backbone.embed(tokens), queries)
-    x = x + sinusoidal_positions(vertices, self.cfg.d_model).astype(self.cfg.dtype)
+    x = x + sinusoidal_positions(vertices, self.cfg.d_model, self.cfg.position_timescales).astype(self.cfg.dtype)
     x = self.backbone.input_dropout(x, deterministic=deterministic)
     in_graph = vertices < graph_lengths[:, None]  # [B, L]
     self_mask = attention_mask(jnp.zeros_like(vertices), in_graph)  # [B, L, L]: every vertex sees the graph

@@ -19,14 +19,21 @@ Dtype = Any
 default_init = nn.initializers.xavier_uniform()
 
 
-def sinusoidal_positions(positions: jax.Array, dim: int) -> jax.Array:
+# Frequencies of the sinusoidal positions, i = 0 .. dim/2 - 1: tensor2tensor's w_i = 10000^(-i / (dim/2 - 1))
+# (every run trained here), or the Transformer paper's w_i = 10000^(-i / (dim/2)) (Marian / OPUS-MT).
+POSITION_TIMESCALES = {'tensor2tensor': lambda half: max(half - 1, 1), 'vaswani': lambda half: half}
+ACTIVATIONS = {'relu': nn.relu, 'swish': nn.swish, 'gelu': lambda x: nn.gelu(x, approximate=False)}
+LAYER_NORM_EPSILON = 1e-6  # flax's default, of every run trained here (Marian: 1e-5)
+
+
+def sinusoidal_positions(positions: jax.Array, dim: int, timescales: str = 'tensor2tensor') -> jax.Array:
   """Sinusoidal embeddings of integer positions (negative positions allowed).
 
-  positions: i32[...]; returns f32[..., dim] = [sin(p * w_i), cos(p * w_i)] with
-  w_i = 10000^(-i / (dim/2 - 1)). sin is odd and cos even, so -p differs from +p.
+  positions: i32[...]; returns f32[..., dim] = [sin(p * w_i), cos(p * w_i)] with w_i from
+  POSITION_TIMESCALES[timescales]. sin is odd and cos even, so -p differs from +p.
   """
   half = dim // 2
-  freqs = np.exp(-np.log(10000.0) * np.arange(half) / max(half - 1, 1))  # [half]
+  freqs = np.exp(-np.log(10000.0) * np.arange(half) / POSITION_TIMESCALES[timescales](half))  # [half]
   angles = positions.astype(jnp.float32)[..., None] * freqs  # [..., half]
   return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)
 
@@ -44,6 +51,7 @@ class Embed(nn.Module):
   dtype: Dtype = jnp.float32
   start_tokens: int = 0
   int8: bool = False
+  scale: bool = True  # lookups times sqrt(D)
 
   def setup(self):
     init = nn.initializers.zeros if self.int8 else nn.initializers.normal(self.features**-0.5)  # int8: filled at load
@@ -71,7 +79,8 @@ class Embed(nn.Module):
       extra = tokens - self.vocab_size  # [B, T]: >= 0 for a start token
       start = jnp.take(self.start_embeddings, jnp.clip(extra, 0, self.start_tokens - 1), axis=0)
       rows = jnp.where((extra >= 0)[..., None], start, rows)
-    return rows.astype(self.dtype) * np.sqrt(self.features)
+    rows = rows.astype(self.dtype)
+    return rows * np.sqrt(self.features) if self.scale else rows
 
   def attend(self, x: jax.Array) -> jax.Array:
     """dtype[B, T, D] -> f32[B, T, V] logits against the embedding matrix."""
@@ -101,17 +110,22 @@ class Attention(nn.Module):
   relative_window: int = 0
   dtype: Dtype = jnp.float32
   int8: bool = False
+  use_bias: bool = False  # biases on the four projections (Marian)
 
   def setup(self):
-    h, dh = self.num_heads, self.d_model // self.num_heads
+    h, dh, bias = self.num_heads, self.d_model // self.num_heads, self.use_bias
     if self.int8:
-      proj = lambda: Int8DenseGeneral((h, dh), (self.d_model,), ('embed', 'heads', 'kv'), dtype=self.dtype)
-      self.out = Int8DenseGeneral((self.d_model,), (h, dh), ('heads', 'kv', 'embed'), dtype=self.dtype)
+      proj = lambda: Int8DenseGeneral((h, dh), (self.d_model,), ('embed', 'heads', 'kv'), use_bias=bias,
+                                      dtype=self.dtype)
+      self.out = Int8DenseGeneral((self.d_model,), (h, dh), ('heads', 'kv', 'embed'), use_bias=bias, dtype=self.dtype)
     else:
-      proj = lambda: nn.DenseGeneral(features=(h, dh), axis=-1, dtype=self.dtype, use_bias=False,
-                                     kernel_init=nn.with_logical_partitioning(default_init, ('embed', 'heads', 'kv')))
-      self.out = nn.DenseGeneral(features=self.d_model, axis=(-2, -1), dtype=self.dtype, use_bias=False,
-                                 kernel_init=nn.with_logical_partitioning(default_init, ('heads', 'kv', 'embed')))
+      zeros = nn.initializers.zeros
+      proj = lambda: nn.DenseGeneral(features=(h, dh), axis=-1, dtype=self.dtype, use_bias=bias,
+                                     kernel_init=nn.with_logical_partitioning(default_init, ('embed', 'heads', 'kv')),
+                                     bias_init=nn.with_logical_partitioning(zeros, ('heads', 'kv')))
+      self.out = nn.DenseGeneral(features=self.d_model, axis=(-2, -1), dtype=self.dtype, use_bias=bias,
+                                 kernel_init=nn.with_logical_partitioning(default_init, ('heads', 'kv', 'embed')),
+                                 bias_init=nn.with_logical_partitioning(zeros, ('embed',)))
     self.query, self.key, self.value = proj(), proj(), proj()
     if self.relative_window:
       self.relative_keys = self.param(
@@ -161,12 +175,13 @@ class FeedForward(nn.Module):
   dropout: float = 0.0
   dtype: Dtype = jnp.float32
   int8: bool = False  # both matrices in int8 (nat_jax.models.int8)
+  activation: str = 'relu'  # a name in ACTIVATIONS
 
   @nn.compact
   def __call__(self, x, *, deterministic: bool):
     """[B, T, D] -> [B, T, D]."""
     y = self.dense(self.d_model, self.d_ff, ('embed', 'mlp'), 'wi')(x)
-    y = nn.relu(y)
+    y = ACTIVATIONS[self.activation](y)
     y = nn.Dropout(self.dropout)(y, deterministic=deterministic)
     return self.dense(self.d_ff, self.d_model, ('mlp', 'embed'), 'wo')(y)
 
@@ -177,7 +192,7 @@ class FeedForward(nn.Module):
                     bias_init=nn.with_logical_partitioning(nn.initializers.zeros, axes[1:]))
 
 
-def layer_norm(name: str, dtype) -> nn.LayerNorm:
-  return nn.LayerNorm(dtype=dtype, name=name,
+def layer_norm(name: str, dtype, epsilon: float = LAYER_NORM_EPSILON) -> nn.LayerNorm:
+  return nn.LayerNorm(dtype=dtype, name=name, epsilon=epsilon,
                       scale_init=nn.with_logical_partitioning(nn.initializers.ones, ('embed',)),
                       bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ('embed',)))

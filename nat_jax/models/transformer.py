@@ -15,7 +15,16 @@ import jax.numpy as jnp
 
 from nat_jax.core.masks import attention_mask
 from nat_jax.errors import ConfigError
-from nat_jax.models.layers import Attention, Embed, FeedForward, layer_norm, sinusoidal_positions
+from nat_jax.models.layers import (
+    ACTIVATIONS,
+    LAYER_NORM_EPSILON,
+    POSITION_TIMESCALES,
+    Attention,
+    Embed,
+    FeedForward,
+    layer_norm,
+    sinusoidal_positions,
+)
 
 DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16, 'float16': jnp.float16}
 # What a run may be decoded in: the training dtypes, and int8 (float32 activations over int8 weight
@@ -40,6 +49,20 @@ class TransformerConfig:
   directions: int = 0       # >0: trainable direction embeddings added to decoder inputs (IMDecoder, h)
   dtype: Any = jnp.float32  # activation dtype; params and softmax statistics stay fp32
   int8: bool = False        # inference with int8 weight matrices (model.dtype 'int8'; nat_jax.models.int8)
+  # What a converted Marian / OPUS-MT teacher needs (nat_jax.models.marian); the defaults are every run trained here.
+  activation: str = 'relu'                   # of the FFN: a name in nat_jax.models.layers.ACTIVATIONS
+  position_timescales: str = 'tensor2tensor'  # the sinusoid frequencies (layers.POSITION_TIMESCALES)
+  scale_embedding: bool = True               # token embeddings times sqrt(d_model)
+  attention_bias: bool = False               # biases on the attention projections
+  output_bias: bool = False                  # a bias f32[V] on the output logits
+  layer_norm_epsilon: float = LAYER_NORM_EPSILON
+
+
+# config.model keys that only a converted model sets: (TransformerConfig field, its default for a
+# config.json that predates them).
+ARCHITECTURE_OPTIONS = {name: TransformerConfig.__dataclass_fields__[name].default
+                        for name in ('activation', 'position_timescales', 'scale_embedding', 'attention_bias',
+                                     'output_bias', 'layer_norm_epsilon')}
 
 
 def transformer_config(model_cfg, vocab_size: int, **extra) -> TransformerConfig:
@@ -49,12 +72,16 @@ def transformer_config(model_cfg, vocab_size: int, **extra) -> TransformerConfig
     raise ConfigError(f'model.dtype must be one of {sorted(INFERENCE_DTYPES)}, got {model_cfg.dtype!r}.')
   if model_cfg.d_model % model_cfg.num_heads:
     raise ConfigError(f'model.d_model={model_cfg.d_model} must be divisible by model.num_heads={model_cfg.num_heads}.')
+  options = {name: model_cfg.get(name, default) for name, default in ARCHITECTURE_OPTIONS.items()}
+  for name, choices in (('activation', ACTIVATIONS), ('position_timescales', POSITION_TIMESCALES)):
+    if options[name] not in choices:
+      raise ConfigError(f'model.{name} must be one of {sorted(choices)}, got {options[name]!r}.')
   return TransformerConfig(
       vocab_size=vocab_size, d_model=model_cfg.d_model, num_heads=model_cfg.num_heads, d_ff=model_cfg.d_ff,
       enc_layers=model_cfg.enc_layers, dec_layers=model_cfg.dec_layers, dropout=model_cfg.dropout,
       attention_dropout=model_cfg.attention_dropout, pre_norm=model_cfg.pre_norm,
       relative_window=model_cfg.relative_window, dtype=DTYPES.get(model_cfg.dtype, jnp.float32),
-      int8=model_cfg.dtype == 'int8', **extra)
+      int8=model_cfg.dtype == 'int8', **options, **extra)
 
 
 def residual(f, x, norm, dropout, pre_norm: bool, deterministic: bool):
@@ -64,15 +91,20 @@ def residual(f, x, norm, dropout, pre_norm: bool, deterministic: bool):
   return (y if pre_norm else norm(y)), aux
 
 
+def feed_forward(c: TransformerConfig) -> FeedForward:
+  return FeedForward(c.d_model, c.d_ff, c.dropout, dtype=c.dtype, int8=c.int8, activation=c.activation)
+
+
 class EncoderLayer(nn.Module):
   cfg: TransformerConfig
 
   def setup(self):
     c = self.cfg
-    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype, int8=c.int8)
-    self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, dtype=c.dtype, int8=c.int8)
-    self.norm_attention = layer_norm('norm_attention', c.dtype)
-    self.norm_ffn = layer_norm('norm_ffn', c.dtype)
+    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype, int8=c.int8,
+                                    use_bias=c.attention_bias)
+    self.ffn = feed_forward(c)
+    self.norm_attention = layer_norm('norm_attention', c.dtype, c.layer_norm_epsilon)
+    self.norm_ffn = layer_norm('norm_ffn', c.dtype, c.layer_norm_epsilon)
     self.dropout = nn.Dropout(c.dropout)
 
   def __call__(self, x, mask, *, deterministic: bool):
@@ -90,12 +122,14 @@ class DecoderLayer(nn.Module):
 
   def setup(self):
     c = self.cfg
-    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, c.relative_window, c.dtype, c.int8)
-    self.cross_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype, int8=c.int8)
-    self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, dtype=c.dtype, int8=c.int8)
-    self.norm_self = layer_norm('norm_self', c.dtype)
-    self.norm_cross = layer_norm('norm_cross', c.dtype)
-    self.norm_ffn = layer_norm('norm_ffn', c.dtype)
+    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, c.relative_window, c.dtype, c.int8,
+                                    c.attention_bias)
+    self.cross_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype, int8=c.int8,
+                                     use_bias=c.attention_bias)
+    self.ffn = feed_forward(c)
+    self.norm_self = layer_norm('norm_self', c.dtype, c.layer_norm_epsilon)
+    self.norm_cross = layer_norm('norm_cross', c.dtype, c.layer_norm_epsilon)
+    self.norm_ffn = layer_norm('norm_ffn', c.dtype, c.layer_norm_epsilon)
     self.dropout = nn.Dropout(c.dropout)
 
   def cross_kv(self, encoded):
@@ -127,7 +161,10 @@ class Transformer(nn.Module):
 
   def setup(self):
     c = self.cfg
-    self.embed = Embed(c.vocab_size, c.d_model, c.dtype, c.start_tokens, c.int8)
+    self.embed = Embed(c.vocab_size, c.d_model, c.dtype, c.start_tokens, c.int8, c.scale_embedding)
+    if c.output_bias:
+      self.output_bias = self.param('output_bias', nn.with_logical_partitioning(nn.initializers.zeros, ('vocab',)),
+                                    (c.vocab_size,), jnp.float32)
     if c.length_classes:
       self.length_embed = self.param(
           'length_embed', nn.with_logical_partitioning(nn.initializers.normal(c.d_model**-0.5), (None, 'embed')),
@@ -135,8 +172,8 @@ class Transformer(nn.Module):
     self.encoder_layers = [EncoderLayer(c, name=f'encoder_{i}') for i in range(c.enc_layers)]
     self.decoder_layers = [DecoderLayer(c, name=f'decoder_{i}') for i in range(c.dec_layers)]
     if c.pre_norm:
-      self.encoder_norm = layer_norm('encoder_norm', c.dtype)
-      self.decoder_norm = layer_norm('decoder_norm', c.dtype)
+      self.encoder_norm = layer_norm('encoder_norm', c.dtype, c.layer_norm_epsilon)
+      self.decoder_norm = layer_norm('decoder_norm', c.dtype, c.layer_norm_epsilon)
     if c.directions:
       self.direction_embed = self.param(
           'direction_embed', nn.with_logical_partitioning(nn.initializers.normal(0.02), (None, 'embed')),
@@ -146,7 +183,8 @@ class Transformer(nn.Module):
   def embed_tokens(self, tokens, positions, *, deterministic: bool, directions=None):
     """tokens, positions i32[B, T] -> [B, T, D]: scaled embedding + sinusoidal position (+ the
     direction embedding of each slot, directions i32[B, T], when the model has them)."""
-    x = self.embed(tokens) + sinusoidal_positions(positions, self.cfg.d_model).astype(self.cfg.dtype)
+    c = self.cfg
+    x = self.embed(tokens) + sinusoidal_positions(positions, c.d_model, c.position_timescales).astype(c.dtype)
     if directions is not None:
       x = x + jnp.take(self.direction_embed, directions, axis=0).astype(self.cfg.dtype)
     return self.input_dropout(x, deterministic=deterministic)
@@ -229,8 +267,10 @@ class Transformer(nn.Module):
     return x, new_cache
 
   def logits(self, hidden):
-    """Output projection (tied to the embeddings): [B, T, D] -> f32[B, T, V]."""
-    return self.embed.attend(hidden)
+    """Output projection (tied to the embeddings; + the output bias where the model has one): [B, T, D] ->
+    f32[B, T, V]."""
+    logits = self.embed.attend(hidden)
+    return logits + self.output_bias if self.cfg.output_bias else logits
 
   def length_logits(self, encoded, src_valid):
     """Target-length scores f32[B, length_classes]: the mean-pooled encoder states [B, S, D] (over

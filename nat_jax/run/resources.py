@@ -4,10 +4,9 @@ draft with (drafted's `drafter`) and n-gram models (dag_beam's `lm`). A decoder'
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Callable
 
-from nat_jax.data.tokenizer import TOKENIZER_FILE, Tokenizer
+from nat_jax.data.tokenizer import has_tokenizer, open_tokenizer
 from nat_jax.decode import arpa
 from nat_jax.errors import ConfigError
 from nat_jax.run.workdir import load_run
@@ -24,15 +23,14 @@ class Resources:
   def drafter_run(self, workdir: str):
     """The run in `workdir`, refused (before its parameters load) when its tokenizer is not the decoding
     run's: drafts are token ids."""
-    spm = os.path.join(workdir, TOKENIZER_FILE)
-    if os.path.exists(spm):
+    if has_tokenizer(workdir):
       if self.tokenizer is None:
         raise ConfigError('drafted needs the verifier run\'s tokenizer to check the drafter\'s '
                           '(Resources(tokenizer=run.tokenizer)).')
-      if not self.tokenizer.same_vocabulary(Tokenizer(spm)):
+      if not self.tokenizer.same_vocabulary(open_tokenizer(workdir)):
         raise ConfigError(f'drafter {workdir} has another tokenizer than the verifier: drafts are token ids, so '
-                          'both runs must share spm.model (train the drafter with init_from or on a copy of the '
-                          'verifier\'s).')
+                          'both runs must share a tokenizer (train the drafter with init_from or tokenizer_from '
+                          'naming the verifier).')
     return self.load(workdir)  # its error names what is missing
 
   def ngram_model(self, path: str) -> arpa.Ngrams:

@@ -11,9 +11,9 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from nat_jax.data import Tokenizer, load_or_train_tokenizer
-from nat_jax.data.tokenizer import TOKENIZER_FILE
-from nat_jax.errors import CheckpointError, ConfigError
+from nat_jax.data import Tokenizer
+from nat_jax.data.tokenizer import TOKENIZER_FILE, VOCABULARY_FILE, open_tokenizer
+from nat_jax.errors import CheckpointError, ConfigError, DataError
 from nat_jax.methods import get_method, upgrade_config
 from nat_jax.models.int8 import quantize_params
 from nat_jax.models.transformer import DTYPES, INFERENCE_DTYPES
@@ -92,6 +92,8 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
     raise ConfigError(f'dtype must be one of {sorted(INFERENCE_DTYPES)}, got {dtype!r}.')
   config_path = os.path.join(workdir, CONFIG_FILE)
   spm_path = os.path.join(workdir, TOKENIZER_FILE)
+  if os.path.exists(os.path.join(workdir, VOCABULARY_FILE)):  # a converted run (python -m nat_jax.convert)
+    spm_path = os.path.join(workdir, VOCABULARY_FILE)
   for path, what in ((config_path, 'config'), (spm_path, 'sentencepiece model')):
     if not os.path.exists(path):
       raise CheckpointError(
@@ -99,10 +101,12 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
           f'Train first: python -m nat_jax.train --config=configs/at_bible_tiny.py --workdir={workdir}')
   config = read_run_config(config_path)
   try:
-    tokenizer = load_or_train_tokenizer(spm_path, (), config.vocab_size)
+    tokenizer = open_tokenizer(workdir, (), config.vocab_size)
   except RuntimeError as e:  # sentencepiece: 'could not parse ModelProto'
     raise CheckpointError(f'{spm_path} is not a readable sentencepiece model ({str(e).splitlines()[0][:120]}): the '
                           f'run\'s tokenizer is damaged; restore it from a copy of the run.') from None
+  except DataError as e:  # a converted run's vocabulary
+    raise CheckpointError(str(e)) from None
   try:
     method = get_method(config, tokenizer.vocab_size)
     mesh = make_mesh(1)

@@ -17,8 +17,13 @@ def base_config() -> ml_collections.ConfigDict:
   c.model = ml_collections.ConfigDict(dict(  # the encoder-decoder every method builds on
       method='at',                # a name in nat_jax.methods.METHODS; its own options: the section c.<method>
       d_model=512, num_heads=8, d_ff=2048, enc_layers=6, dec_layers=6, dropout=0.1,
-      attention_dropout=0.0, pre_norm=True, relative_window=0, dtype='float32'))
+      attention_dropout=0.0, pre_norm=True, relative_window=0, dtype='float32',
+      # What a converted Marian / OPUS-MT teacher sets (python -m nat_jax.convert); these values are every
+      # model trained here: nat_jax.models.transformer.TransformerConfig says what each one means.
+      activation='relu', position_timescales='tensor2tensor', scale_embedding=True, attention_bias=False,
+      output_bias=False, layer_norm_epsilon=1e-6))
   c.init_from = ''           # workdir of a trained run: start from its latest params (same tokenizer), fresh optimizer
+  c.tokenizer_from = ''      # workdir of a run whose tokenizer this one uses (e.g. a converted OPUS-MT teacher's)
 
   c.data = ml_collections.ConfigDict(dict(
       source='bible', pair='en-de', train_files='', validation_files='', test_files='', tfds_name='',
@@ -51,6 +56,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval_decoder = 'greedy'
   c.eval_max_sentences = 0   # validation BLEU on the first N sentences (0 = all)
   c.test_decoder = 'beam'
+  c.default_decoder = ''     # what translate / serve / Translator use without --decoder ('': greedy where the method
+                             # decodes left to right, else test_decoder)
+  c.decoder_defaults = ml_collections.ConfigDict()  # {decoder: {option: value}}: this run's option defaults
   c.test_average = 1         # average the last N checkpoints for the final test evaluation
   c.decode_batch_size = 64
   c.num_samples = 5

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import filecmp
 import json
 import math
 import os
@@ -24,11 +23,11 @@ from nat_jax.data import (
   TrainBatches,
   bucket_shapes,
   encode_pairs,
-  load_or_train_tokenizer,
   load_split,
   packed_shape,
 )
 from nat_jax.data.distilled import distilled_pairs, read_teacher_translations
+from nat_jax.data.tokenizer import TOKENIZER_FILE, VOCABULARY_FILE, copy_tokenizer, has_tokenizer, open_tokenizer
 from nat_jax.decode import build_decoder
 from nat_jax.errors import ConfigError, TrainingError, log
 from nat_jax.evaluation.scoring import score_translations
@@ -38,7 +37,7 @@ from nat_jax.run import checkpoint, sharding
 from nat_jax.run.resources import Resources
 from nat_jax.run.train_state import TrainState, create_train_state, lr_schedule, make_optimizer, state_shardings
 from nat_jax.run.translation import translate_texts
-from nat_jax.run.workdir import TOKENIZER_FILE, Run, load_run
+from nat_jax.run.workdir import Run, load_run
 from nat_jax.training.bookkeeping import (
   LOCK_FILE,
   PREEMPTED_EXIT,
@@ -58,15 +57,14 @@ SMALL_MODEL = 20_000_000
 def load_data(config, workdir: str):
   """Examples of all splits + the tokenizer (trained on the train split by process 0 on first use)."""
   splits = {s: load_split(config.data, s) for s in ('train', 'validation', 'test')}
-  spm_path = os.path.join(workdir, TOKENIZER_FILE)
   if jax.process_index() == 0:
     texts = (t for e in splits['train'] for t in (e.source, e.references[0]))
-    tokenizer = load_or_train_tokenizer(spm_path, texts, config.vocab_size)
+    tokenizer = open_tokenizer(workdir, texts, config.vocab_size)
   if jax.process_count() > 1:
     from jax.experimental import multihost_utils
     multihost_utils.sync_global_devices('tokenizer')
   if jax.process_index() != 0:
-    tokenizer = load_or_train_tokenizer(spm_path, (), config.vocab_size)
+    tokenizer = open_tokenizer(workdir, (), config.vocab_size)
   return splits, tokenizer
 
 
@@ -107,17 +105,16 @@ def training_batches(config, examples, tokenizer, shapes, method=None,
                    f'reference; {counts["dropped"]} longer than max_len={config.max_len} dropped)')
 
 
-def adopt_tokenizer(init_from: str, workdir: str):
-  """Copy the tokenizer of the run we start from (its embeddings index that vocabulary)."""
-  src = os.path.join(init_from, TOKENIZER_FILE)
-  dst = os.path.join(workdir, TOKENIZER_FILE)
-  if not os.path.exists(src):
-    raise ConfigError(f'init_from={init_from!r} holds no {TOKENIZER_FILE}: is it the workdir of a trained run?')
-  if not os.path.exists(dst):
-    with open(src, 'rb') as f:
-      write_atomic(dst, f.read())
-  elif not filecmp.cmp(src, dst, shallow=False):
-    raise ConfigError(f'{dst} differs from the tokenizer of init_from={init_from!r}; use a fresh --workdir.')
+def adopt_tokenizer(key: str, source_run: str, workdir: str):
+  """Copy the tokenizer of the run we start from (`key` init_from: its embeddings index that vocabulary) or
+  whose tokenizer we take (`key` tokenizer_from: e.g. a converted OPUS-MT teacher's, for its students)."""
+  if not has_tokenizer(source_run):
+    raise ConfigError(f'{key}={source_run!r} holds no tokenizer ({TOKENIZER_FILE} or {VOCABULARY_FILE}): is it the '
+                      'workdir of a trained or converted run?')
+  differs = copy_tokenizer(source_run, workdir)
+  if differs:
+    raise ConfigError(f'{os.path.join(workdir, differs)} differs from the tokenizer of {key}={source_run!r}; use a '
+                      'fresh --workdir.')
 
 
 def initial_params(init_from: str, method, like, shardings):
@@ -277,8 +274,9 @@ def train_in(config: ml_collections.ConfigDict, workdir: str, lead: bool):
   if lead:
     write_config(workdir, config)
 
-  if config.init_from and lead:
-    adopt_tokenizer(config.init_from, workdir)
+  for key in ('init_from', 'tokenizer_from'):
+    if config.get(key) and lead:
+      adopt_tokenizer(key, config[key], workdir)
   splits, tokenizer = load_data(config, workdir)
   method = get_method(config, tokenizer.vocab_size)
   mesh = sharding.make_mesh(config.mesh.model_parallel)
