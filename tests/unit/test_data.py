@@ -258,6 +258,8 @@ class FakeTokenizer:
   def encode(self, text):
     return [ord(c) for c in text]
 
+  encode_target = encode  # one vocabulary for both sides, as a joint sentencepiece model
+
 
 def test_encode_pairs_appends_eos_and_drops_long():
   examples = [data.Example('ab', ('xyz',)), data.Example('a' * 5, ('b',)),
