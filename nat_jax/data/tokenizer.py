@@ -8,7 +8,6 @@ import io
 import json
 import os
 import re
-import shutil
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
@@ -47,6 +46,18 @@ def one_line(text: str) -> str:
   return UNSAFE_IN_LINE.sub(' ', text).strip() if UNSAFE_IN_LINE.search(text) else text
 
 
+LM_SPECIALS = {'<s>': BOS_ID, '</s>': EOS_ID, '<unk>': UNK_ID}  # the n-gram LM's names of our specials
+
+
+def text_ids(ids: Sequence[int], skip: np.ndarray) -> list[int]:
+  """The ids of `ids` up to the first EOS that are in the vocabulary (skip bool[V]: its size) and not skipped."""
+  ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+  eos = np.flatnonzero(ids == EOS_ID)
+  ids = ids[:eos[0]] if eos.size else ids
+  ids = ids[(ids >= 0) & (ids < skip.size)]
+  return ids[~skip[ids]].tolist()
+
+
 class Tokenizer:
   """Sentencepiece model with fixed special ids: pad 0, eos 1, bos 2, unk 3, mask 4."""
 
@@ -74,18 +85,12 @@ class Tokenizer:
 
   def decode(self, ids: Sequence[int]) -> str:
     """Text of `ids` up to the first EOS, ignoring pad/bos/mask, as one line (`one_line`)."""
-    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-    eos = np.flatnonzero(ids == EOS_ID)
-    ids = ids[:eos[0]] if eos.size else ids
-    ids = ids[(ids >= 0) & (ids < self.vocab_size)]
-    return one_line(self._sp.decode(ids[~self._skip[ids]].tolist()))
+    return one_line(self._sp.decode(text_ids(ids, self._skip)))
 
   def word_ids(self) -> dict[str, int]:
     """{piece: id} of the vocabulary, with the n-gram LM names of the specials: <s> = BOS, </s> = EOS,
     <unk> = UNK (nat_jax.decode.ngram_lm's words)."""
-    ids = {self._sp.id_to_piece(i): i for i in range(self.vocab_size)}
-    ids.update({'<s>': BOS_ID, '</s>': EOS_ID, '<unk>': UNK_ID})
-    return ids
+    return {**{self._sp.id_to_piece(i): i for i in range(self.vocab_size)}, **LM_SPECIALS}
 
   def same_vocabulary(self, other: 'Tokenizer') -> bool:
     """Whether `other` is the same sentencepiece model (same pieces, same ids)."""
@@ -140,11 +145,7 @@ class PieceTokenizer:
   def decode(self, ids: Sequence[int]) -> str:
     """Text of `ids` up to the first EOS, without pad, bos, unk and mask (Marian's decode with
     skip_special_tokens), as one line (`one_line`)."""
-    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-    eos = np.flatnonzero(ids == EOS_ID)
-    ids = ids[:eos[0]] if eos.size else ids
-    ids = ids[(ids >= 0) & (ids < self.vocab_size)]
-    text = self._target.decode_pieces([self.pieces[i] for i in ids[~self._skip[ids]]])
+    text = self._target.decode_pieces([self.pieces[i] for i in text_ids(ids, self._skip)])
     return one_line(text.replace('\u2581', ' ').strip())
 
   def decode_batch(self, ids_2d) -> list[str]:
@@ -152,9 +153,7 @@ class PieceTokenizer:
 
   def word_ids(self) -> dict[str, int]:
     """{piece: id}, with the n-gram LM names of the specials (as `Tokenizer.word_ids`)."""
-    ids = dict(self._ids)
-    ids.update({'<s>': BOS_ID, '</s>': EOS_ID, '<unk>': UNK_ID})
-    return ids
+    return {**self._ids, **LM_SPECIALS}
 
   def same_vocabulary(self, other) -> bool:
     return (isinstance(other, PieceTokenizer) and self.pieces == other.pieces and self._prefix == other._prefix
@@ -171,16 +170,24 @@ def write_piece_tokenizer(workdir: str, pieces: Sequence[str], prefix: str, sour
                json.dumps({'pieces': list(pieces), 'prefix': prefix}, ensure_ascii=False).encode('utf-8'))
 
 
+def tokenizer_path(workdir: str) -> str:
+  """The file that says which tokenizer the run in `workdir` has: its converted vocabulary where it has one,
+  else its joint sentencepiece model (which may not exist yet)."""
+  vocabulary = os.path.join(workdir, VOCABULARY_FILE)
+  return vocabulary if os.path.exists(vocabulary) else os.path.join(workdir, TOKENIZER_FILE)
+
+
 def open_tokenizer(workdir: str, texts: Iterable[str] = (), vocab_size: int = 0):
-  """The tokenizer of the run in `workdir`: its converted vocabulary where it has one, else its joint
-  sentencepiece model (trained on `texts` first when missing: `load_or_train_tokenizer`)."""
-  if os.path.exists(os.path.join(workdir, VOCABULARY_FILE)):
+  """The tokenizer of the run in `workdir` (`tokenizer_path`'s; a joint sentencepiece model is trained on
+  `texts` first when missing: `load_or_train_tokenizer`)."""
+  path = tokenizer_path(workdir)
+  if path.endswith(VOCABULARY_FILE):
     return PieceTokenizer(workdir)
-  return load_or_train_tokenizer(os.path.join(workdir, TOKENIZER_FILE), texts, vocab_size)
+  return load_or_train_tokenizer(path, texts, vocab_size)
 
 
 def has_tokenizer(workdir: str) -> bool:
-  return any(os.path.exists(os.path.join(workdir, name)) for name in (TOKENIZER_FILE, VOCABULARY_FILE))
+  return os.path.exists(tokenizer_path(workdir))
 
 
 def copy_tokenizer(src_workdir: str, dst_workdir: str) -> Optional[str]:
@@ -192,8 +199,8 @@ def copy_tokenizer(src_workdir: str, dst_workdir: str) -> Optional[str]:
       continue
     if not os.path.exists(dst):
       os.makedirs(dst_workdir, exist_ok=True)
-      shutil.copyfile(src, dst + '.tmp')
-      os.replace(dst + '.tmp', dst)
+      with open(src, 'rb') as f:
+        write_atomic(dst, f.read())
     elif not filecmp.cmp(src, dst, shallow=False):
       return name
   return None

@@ -24,11 +24,22 @@ import os
 import struct
 from typing import Any, Optional
 
+import flax.linen as nn
+import jax
 import ml_collections
 import numpy as np
+from flax import serialization
+from flax.traverse_util import flatten_dict
 
 from nat_jax.core.tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID, UNK_ID
+from nat_jax.data.tokenizer import write_piece_tokenizer
 from nat_jax.errors import ConfigError
+from nat_jax.files import write_atomic
+from nat_jax.methods import get_method
+from nat_jax.run.checkpoint import Checkpointer
+from nat_jax.run.sharding import make_mesh
+from nat_jax.run.train_state import create_train_state, dummy_batch, make_optimizer
+from nat_jax.run.workdir import CONFIG_FILE
 from nat_jax.training.config_defaults import base_config
 
 CONFIG, GENERATION, VOCAB = 'config.json', 'generation_config.json', 'vocab.json'
@@ -126,8 +137,6 @@ def read_weights(folder: str) -> dict[str, np.ndarray]:
     raise ConfigError(f'{folder} holds no weights ({", ".join(WEIGHT_FILES)}).')
   path = os.path.join(folder, found[0])
   if found[0] == 'flax_model.msgpack':
-    from flax import serialization
-    from flax.traverse_util import flatten_dict
     with open(path, 'rb') as f:
       tree = serialization.msgpack_restore(f.read())
     tree = tree.get('params', tree)
@@ -312,11 +321,8 @@ def read_snapshot(folder: str, target_language: str = ''):
 
 def check_shapes(params: dict, like) -> None:
   """ConfigError naming the first parameter whose name or shape differs from the model `like` describes."""
-  import jax
-  from flax.traverse_util import flatten_dict
   have = {'/'.join(k): np.shape(v) for k, v in flatten_dict(params).items()}
-  want = {'/'.join(str(getattr(p, 'key', p)) for p in k): tuple(v.shape)
-          for k, v in jax.tree_util.tree_leaves_with_path(like)}
+  want = {'/'.join(k): tuple(v.shape) for k, v in flatten_dict(like).items()}
   for name in sorted(set(have) | set(want)):
     if have.get(name) != want.get(name):
       raise ConfigError(f'the converted parameter {name} has shape {have.get(name)}, the model needs '
@@ -325,16 +331,7 @@ def check_shapes(params: dict, like) -> None:
 
 def write_run(workdir: str, config, pieces: list[str], prefix: str, params: dict, folder: str) -> None:
   """The converted run in `workdir` (new or empty): tokenizer, config.json, a step-0 checkpoint."""
-  import flax.linen as nn
-  import jax
 
-  from nat_jax.data.tokenizer import write_piece_tokenizer
-  from nat_jax.files import write_atomic
-  from nat_jax.methods import get_method
-  from nat_jax.run.checkpoint import Checkpointer
-  from nat_jax.run.sharding import make_mesh
-  from nat_jax.run.train_state import create_train_state, dummy_batch, make_optimizer
-  from nat_jax.run.workdir import CONFIG_FILE
   method = get_method(config, len(pieces))
   like = nn.meta.unbox(jax.eval_shape(method.init_params, jax.random.PRNGKey(0), dummy_batch()))
   check_shapes(params, like)

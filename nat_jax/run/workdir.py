@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from nat_jax.data import Tokenizer
-from nat_jax.data.tokenizer import TOKENIZER_FILE, VOCABULARY_FILE, open_tokenizer
+from nat_jax.data.tokenizer import open_tokenizer, tokenizer_path
 from nat_jax.errors import CheckpointError, ConfigError, DataError
 from nat_jax.methods import get_method, upgrade_config
 from nat_jax.models.int8 import quantize_params
@@ -91,9 +91,7 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
   if dtype not in INFERENCE_DTYPES:
     raise ConfigError(f'dtype must be one of {sorted(INFERENCE_DTYPES)}, got {dtype!r}.')
   config_path = os.path.join(workdir, CONFIG_FILE)
-  spm_path = os.path.join(workdir, TOKENIZER_FILE)
-  if os.path.exists(os.path.join(workdir, VOCABULARY_FILE)):  # a converted run (python -m nat_jax.convert)
-    spm_path = os.path.join(workdir, VOCABULARY_FILE)
+  spm_path = tokenizer_path(workdir)  # a converted run's vocabulary.json (python -m nat_jax.convert) or spm.model
   for path, what in ((config_path, 'config'), (spm_path, 'sentencepiece model')):
     if not os.path.exists(path):
       raise CheckpointError(
