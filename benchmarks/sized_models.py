@@ -32,13 +32,17 @@ SIZES = {
 LENGTH_FREE = {'dag_lookahead'}  # decoders whose cost is set by the source, not by max_len
 
 
-def sized_method(recipe: str, size: int):
-  """The recipe's method at `size` (SIZES' shapes, VOCAB pieces, no dropout)."""
+def sized_method(recipe: str, size: int, vocab: int = VOCAB, updates: Optional[dict] = None):
+  """The recipe's method at `size` (SIZES' shapes, `vocab` pieces, no dropout; `updates` {'dat.upsample_scale':
+  8.0, ...} set before the method is built)."""
   config = recipes.load_recipe(recipes.recipe_path(recipe))
   config.model.update(dropout=0.0, **SIZES[size])
-  config.vocab_size = VOCAB
+  for key, value in (updates or {}).items():
+    section, name = key.rsplit('.', 1)
+    config[section][name] = value
+  config.vocab_size = vocab
   config.init_from = ''
-  return config, get_method(config, VOCAB)
+  return config, get_method(config, vocab)
 
 
 def random_params(method, seed: int):

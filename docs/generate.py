@@ -12,7 +12,8 @@ What it writes:
   README.md                       its methods and results tables, between their `<name>:begin` / `<name>:end` markers
 
 Result files: benchmark_tiny/results.json is what `python -m nat_jax.benchmark --out=docs/results/benchmark_tiny`
-writes, cpu_size_sweep.json what `python -m benchmarks.size_sweep --json=...` writes; the others hold the
+writes, cpu_size_sweep.json what `python -m benchmarks.size_sweep --json=...` writes (vocab_cost.json:
+benchmarks.vocab_cost, pass_cost.json: benchmarks.pass_cost, the same way); the others hold the
 tables the lab notes record (each says where from, in its `transcribed_from`). A new measurement replaces
 its file; this script turns it into every table that shows it.
 """
@@ -401,6 +402,24 @@ def results_pass_cost() -> str:
       table(('size', 'precision', *[f'{k} position' + ('s' if k > 1 else '') for k in positions]), body), ''])
 
 
+def results_vocab_cost() -> str:
+  doc = load('vocab_cost.json')
+  rows = {(r['batch'], r['vocab'], r['row']): r for r in doc['rows']}
+  body = []
+  for batch, vocab, label in sorted({(r['batch'], r['vocab'], 'DAT dag_lookahead') for r in doc['rows']}):
+    dat, proj, at = (rows[batch, vocab, name] for name in (label, 'DAT projection', 'AT greedy'))
+    body.append((batch, f'{vocab:,}', f"{dat['ms']:.1f}", ratio(dat['cost_vs_first_vocab'], dat['cost_min'],
+                                                                  dat['cost_max']),
+                 f"{proj['ms']:.1f} ({100 * dat['projection_share']:.0f}%)", f"{at['ms']:.1f}",
+                 ratio(dat['speed_vs_at_greedy'], dat['speed_min'], dat['speed_max'])))
+  return '\n'.join([
+      f"{doc['machine']}; d={doc['size']} (Transformer-base), random weights, sources of {doc['source_width']} "
+      f"tokens, graph {doc['upsample']:g} x the source, AT greedy writing {doc['out_len']} tokens; medians of "
+      f"{doc['passes']} alternating passes (min-max).", '', '```bash', doc['command'], '```', '',
+      table(('batch', 'vocabulary', 'DAT pass ms', 'over the first vocabulary', 'projection ms (share)',
+             'AT greedy ms', 'DAT over AT greedy'), body), ''])
+
+
 def sweep_passes(doc: dict) -> int:
   """The --passes a size sweep ran with (its command; the flag's default, 5, when not given)."""
   found = re.search(r'--passes[= ](\d+)', doc['command'])
@@ -494,6 +513,7 @@ def outputs() -> dict[str, Callable[[], str]]:
       'docs/_generated/results_fit.md': results_fit,
       'docs/_generated/results_int8_quality.md': results_int8_quality,
       'docs/_generated/results_pass_cost.md': results_pass_cost,
+      'docs/_generated/results_vocab_cost.md': results_vocab_cost,
       'README.md': readme,
   }
   for page in METHOD_PAGES:

@@ -72,6 +72,8 @@ class Tokenizer:
       raise DataError(f'Sentencepiece model {model_path!r} has special ids (pad, eos, bos, unk, '
                        f'mask)={found}, expected (0, 1, 2, 3, 4); delete it to retrain.')
     self.vocab_size: int = self._sp.get_piece_size()
+    self.pieces: list[str] = [self._sp.id_to_piece(i) for i in range(self.vocab_size)]  # id -> piece
+    self.files: tuple[str, ...] = (model_path,)  # what holds the tokenizer (an export copies them)
     self._skip = np.zeros(self.vocab_size, bool)
     self._skip[[PAD_ID, BOS_ID, MASK_ID]] = True
 
@@ -90,7 +92,7 @@ class Tokenizer:
   def word_ids(self) -> dict[str, int]:
     """{piece: id} of the vocabulary, with the n-gram LM names of the specials: <s> = BOS, </s> = EOS,
     <unk> = UNK (nat_jax.decode.ngram_lm's words)."""
-    return {**{self._sp.id_to_piece(i): i for i in range(self.vocab_size)}, **LM_SPECIALS}
+    return {**{piece: i for i, piece in enumerate(self.pieces)}, **LM_SPECIALS}
 
   def same_vocabulary(self, other: 'Tokenizer') -> bool:
     """Whether `other` is the same sentencepiece model (same pieces, same ids)."""
@@ -111,10 +113,12 @@ class PieceTokenizer:
 
   def __init__(self, workdir: str):
     self.model_path = os.path.join(workdir, VOCABULARY_FILE)
+    self.files: tuple[str, ...] = tuple(os.path.join(workdir, name)
+                                        for name in (VOCABULARY_FILE, SOURCE_MODEL, TARGET_MODEL))
     try:
       with open(self.model_path, encoding='utf-8') as f:
         spec = json.load(f)
-      self.pieces: list[str] = list(spec['pieces'])
+      self.pieces: list[str] = list(spec['pieces'])  # id -> piece
       prefix = spec.get('prefix', '')
       self._source = spm.SentencePieceProcessor(model_file=os.path.join(workdir, SOURCE_MODEL))
       self._target = spm.SentencePieceProcessor(model_file=os.path.join(workdir, TARGET_MODEL))

@@ -2,26 +2,31 @@
 line is nat_jax.export) and decoding with an exported model (`Ct2Translator`, the benchmark's peer rows).
 
 Needs the `ct2` extra (pip install -e .[ct2]). Only method 'at' maps: a standard encoder-decoder
-left-to-right Transformer (pre- or post-norm); every other method is a ConfigError naming what has
-no CTranslate2 counterpart (`check_exportable`). --out must not exist or be an empty directory; the
-model is written to a temporary directory next to it, loaded once by ctranslate2.Translator, and
-only then renamed to --out, so a failed export leaves nothing behind. --out then holds:
+left-to-right Transformer (pre- or post-norm; trained here, or an OPUS-MT model converted by
+nat_jax.convert); every other method is a ConfigError naming what has no CTranslate2 counterpart
+(`check_exportable`). --out must not exist or be an empty directory; the model is written to a
+temporary directory next to it, loaded once by ctranslate2.Translator, and only then renamed to
+--out, so a failed export leaves nothing behind. --out then holds:
 
   model.bin, config.json, shared_vocabulary.json   CTranslate2's files (TransformerSpec)
-  spm.model                                        the run's sentencepiece model
+  spm.model                                        the run's sentencepiece model (a converted run:
+                                                   vocabulary.json, source.spm, target.spm)
   nat_jax_export.json                              what nat_jax knows about the run (bounds, options)
 
 How the model maps (every choice is checked token for token against our decoders, tests/integration/test_export.py):
-- One vocabulary, ids one to one: the sentencepiece pieces in id order (PAD 0, EOS 1, BOS 2, UNK 3,
-  MASK 4, ...); unk/bos/eos are our pieces, the decoder starts from BOS.
+- One vocabulary, ids one to one: the tokenizer's pieces in id order (PAD 0, EOS 1, BOS 2, UNK 3,
+  MASK 4, ...); unk/bos/eos are our pieces, the decoder starts from BOS (a converted run's BOS is
+  Marian's decoder start).
 - The source is ids + EOS, truncated to config.max_len keeping EOS last (translation.encode_sources):
   config.add_source_eos = true, so translate pieces *without* EOS and pass
   max_input_length=config.max_len.
-- Embeddings scaled by sqrt(d_model); positions from an explicit table of our `sinusoidal_positions`
-  (rows 0 .. POSITION_ROWS - 1; CTranslate2's built-in sinusoids start at position 1, ours at 0);
-  the output projection is the embedding matrix, without bias; ReLU FFN with biases; attention
-  projections without biases (ours are [D, H, Dh] kernels: fused q|k|v for self-attention, q and
-  fused k|v for cross-attention, heads contiguous as in ours); layer-norm epsilon 1e-6 (flax's);
+- Embeddings scaled by sqrt(d_model) (model.scale_embedding); positions from an explicit table of our
+  `sinusoidal_positions` with the run's model.position_timescales (rows 0 .. POSITION_ROWS - 1;
+  CTranslate2's built-in sinusoids start at position 1, ours at 0); the output projection is the
+  embedding matrix, with model.output_bias where the run has one; the FFN's activation
+  (model.activation: relu, swish or erf-gelu) with biases; attention projections (ours are
+  [D, H, Dh] kernels: fused q|k|v for self-attention, q and fused k|v for cross-attention, heads
+  contiguous as in ours) with biases where model.attention_bias; the run's layer-norm epsilon;
   pre-norm with the final encoder/decoder norms, or post-norm without them.
 - Decoding options that reproduce ours: min_decoding_length=0 (CTranslate2's default 1 forbids EOS
   first), max_decoding_length = our bound for the padded source width S,
@@ -55,9 +60,7 @@ FORMATS = ('ctranslate2',)
 # CTranslate2's weight types, less bfloat16 and int8_bfloat16 (its converter needs torch for those).
 QUANTIZATIONS = ('float32', 'int8', 'int8_float32', 'int8_float16', 'int16', 'float16')
 METADATA_FILE = 'nat_jax_export.json'
-TOKENIZER_COPY = 'spm.model'
 POSITION_ROWS = 1024  # rows of the position table: CTranslate2's default max_input_length (at least the run's bounds)
-LAYER_NORM_EPSILON = 1e-6  # flax.linen.LayerNorm's default, which nat_jax.models.layers.layer_norm keeps
 INSTALL_HINT = 'pip install -e .[ct2] (or pip install "ctranslate2>=4.5")'
 
 # Why each method other than 'at' has no CTranslate2 model, and what to do instead.
@@ -117,22 +120,21 @@ def require_ctranslate2():
 
 
 def vocabulary_pieces(tokenizer) -> list[str]:
-  """The sentencepiece pieces of a run's tokenizer in id order: CTranslate2's vocabulary, ids one to one."""
-  import sentencepiece as spm
-  sp = spm.SentencePieceProcessor(model_file=tokenizer.model_path)
-  pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+  """The pieces of a run's tokenizer in id order (its joint sentencepiece model's, or a converted run's
+  vocabulary): CTranslate2's vocabulary, ids one to one."""
+  pieces = list(tokenizer.pieces)
   if len(set(pieces)) != len(pieces):
-    raise ConfigError(f'sentencepiece model {tokenizer.model_path!r} has repeated pieces; its ids cannot map '
+    raise ConfigError(f'the tokenizer {tokenizer.model_path!r} has repeated pieces; its ids cannot map '
                       'one to one to a CTranslate2 vocabulary.')
   return pieces
 
 
-def sinusoid_table(rows: int, dim: int) -> np.ndarray:
+def sinusoid_table(rows: int, dim: int, timescales: str = 'tensor2tensor') -> np.ndarray:
   """f32[rows, dim]: our sinusoidal embedding of positions 0 .. rows - 1 (models.layers.sinusoidal_positions)."""
   import jax.numpy as jnp
 
   from nat_jax.models.layers import sinusoidal_positions
-  return np.asarray(sinusoidal_positions(jnp.arange(rows), dim), np.float32)
+  return np.asarray(sinusoidal_positions(jnp.arange(rows), dim, timescales), np.float32)
 
 
 def _f32(x) -> np.ndarray:
@@ -162,17 +164,26 @@ def _ffn(spec, p, norm):
   spec.linear_1.weight, spec.linear_1.bias = _f32(_f32(p['wo']['kernel']).T), _f32(p['wo']['bias'])  # [D, F]
 
 
+def _projections(linear, p, groups):
+  """CTranslate2's attention linears from ours: `groups` ((our projection names fused into one linear), ...),
+  the output projection last; biases where the run has them (model.attention_bias: a converted Marian)."""
+  for spec, names in zip(linear, groups):
+    if names == ('out',):
+      spec.weight = _heads_out(p['out']['kernel'])  # [D, H*Dh]
+    else:
+      spec.weight = np.concatenate([_heads_in(p[k]['kernel']) for k in names])  # [len(names) * D, D]
+    if 'bias' in p[names[0]]:
+      spec.bias = _f32(np.concatenate([np.reshape(p[k]['bias'], -1) for k in names]))
+
+
 def _self_attention(spec, p, norm):
   _layer_norm(spec.layer_norm, norm)
-  spec.linear[0].weight = np.concatenate([_heads_in(p[k]['kernel']) for k in ('query', 'key', 'value')])  # [3D, D]
-  spec.linear[1].weight = _heads_out(p['out']['kernel'])
+  _projections(spec.linear, p, (('query', 'key', 'value'), ('out',)))
 
 
 def _cross_attention(spec, p, norm):
   _layer_norm(spec.layer_norm, norm)
-  spec.linear[0].weight = _heads_in(p['query']['kernel'])  # [D, D]
-  spec.linear[1].weight = np.concatenate([_heads_in(p[k]['kernel']) for k in ('key', 'value')])  # [2D, D]
-  spec.linear[2].weight = _heads_out(p['out']['kernel'])
+  _projections(spec.linear, p, (('query',), ('key', 'value'), ('out',)))
 
 
 def transformer_spec(params, model_cfg, pieces: list[str], position_rows: int = POSITION_ROWS):
@@ -182,21 +193,25 @@ def transformer_spec(params, model_cfg, pieces: list[str], position_rows: int = 
   from ctranslate2.specs import common_spec
   from ctranslate2.specs import transformer_spec as ts
   c = model_cfg
+  activation = {'relu': common_spec.Activation.RELU, 'swish': common_spec.Activation.SWISH,
+                'gelu': common_spec.Activation.GELU}[c.activation]  # GELU: the erf form, as ours
   spec = ts.TransformerSpec.from_config((c.enc_layers, c.dec_layers), c.num_heads, pre_norm=c.pre_norm,
-                                        activation=common_spec.Activation.RELU)
-  spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
+                                        activation=activation)
+  spec.config.layer_norm_epsilon = c.layer_norm_epsilon
   spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = pieces[UNK_ID], pieces[BOS_ID], pieces[EOS_ID]
   spec.config.decoder_start_token = pieces[BOS_ID]
   spec.config.add_source_bos, spec.config.add_source_eos = False, True  # our sources: ids + EOS
 
   embedding = _f32(params['embed']['embedding'])  # [V, D]: input embeddings of both sides and the output projection
-  positions = sinusoid_table(max(position_rows, 1), c.d_model)  # [rows, D]
+  positions = sinusoid_table(max(position_rows, 1), c.d_model, c.position_timescales)  # [rows, D]
   enc, dec = spec.encoder, spec.decoder
   # Each variable its own copy (ctranslate2 quantizes in place); spec.optimize stores the equal ones once.
   enc.embeddings[0].weight, enc.position_encodings.encodings = _f32(embedding), _f32(positions)
   dec.embeddings.weight, dec.position_encodings.encodings = _f32(embedding), _f32(positions)
-  dec.projection.weight = _f32(embedding)  # tied, no bias
-  enc.scale_embeddings = dec.scale_embeddings = True  # x sqrt(d_model), as models.layers.Embed
+  dec.projection.weight = _f32(embedding)  # tied
+  if c.output_bias:
+    dec.projection.bias = _f32(params['output_bias'])  # [V]
+  enc.scale_embeddings = dec.scale_embeddings = c.scale_embedding  # x sqrt(d_model), as models.layers.Embed
   if c.pre_norm:
     _layer_norm(enc.layer_norm, params['encoder_norm'])
     _layer_norm(dec.layer_norm, params['decoder_norm'])
@@ -231,11 +246,12 @@ def export_ctranslate2(run, out_dir: str, quantization: str = 'float32', source:
   model_cfg = run.method.model.cfg
   if len(pieces) != np.shape(params['embed']['embedding'])[0]:
     raise ConfigError(f'the tokenizer has {len(pieces)} pieces but the model embeds '
-                      f'{np.shape(params["embed"]["embedding"])[0]} tokens; export needs the run\'s own spm.model.')
+                      f'{np.shape(params["embed"]["embedding"])[0]} tokens; export needs the run\'s own tokenizer.')
   cfg = run.config
   rows = max(POSITION_ROWS, cfg.max_len, cfg.max_decode_len)
   spec = transformer_spec(params, model_cfg, pieces, rows)
-  spec.register_file(run.tokenizer.model_path, TOKENIZER_COPY)
+  for path in run.tokenizer.files:
+    spec.register_file(path, os.path.basename(path))
   spec.validate()
   spec.optimize(quantization=quantization)
 
@@ -249,14 +265,16 @@ def export_ctranslate2(run, out_dir: str, quantization: str = 'float32', source:
     metadata = {
         'format': 'ctranslate2', 'ctranslate2_version': ctranslate2.__version__, 'quantization': quantization,
         'workdir': os.path.abspath(source) if source else '', 'step': (meta or {}).get('step'),
-        'method': cfg.model.method, 'vocab_size': len(pieces), 'tokenizer': TOKENIZER_COPY,
+        'method': cfg.model.method, 'vocab_size': len(pieces),
+        'tokenizer': [os.path.basename(path) for path in run.tokenizer.files],
         'max_len': int(cfg.max_len), 'max_decode_len': int(cfg.max_decode_len),
         'length_bound': f'min(max_decode_len, int({LENGTH_RATIO} * padded source width) + {LENGTH_MARGIN})',
         'position_rows': rows,
         'translate_options': {'min_decoding_length': 0, 'max_input_length': int(cfg.max_len),
                               'max_decoding_length': 'length_bound', 'return_end_token': True,
                               'length_penalty': '0 with beam_size > 1 (= our beam with alpha=0)'},
-        'source_pieces': 'sentencepiece pieces of the text without EOS (config.json add_source_eos adds it)',
+        'source_pieces': ('sentencepiece pieces of the text without EOS (config.json add_source_eos adds it); a '
+                          'converted run: source.spm\'s pieces after the vocabulary.json prefix (a language tag)'),
     }
     write_atomic(os.path.join(tmp, METADATA_FILE), json.dumps(metadata, indent=2, default=str) + '\n')
     ctranslate2.Translator(tmp, device='cpu')  # it loads: a broken export never lands at out_dir

@@ -209,3 +209,20 @@ def test_size_sweep_runs_every_row_in_each_precision(tmp_path):
   labels = {r['row'] for r in json.loads(out.read_text())['rows']}
   assert labels == {'AT greedy', 'AT greedy int8', 'AT drafted (perfect free draft) block 4',
                     'AT drafted (perfect free draft) block 4 int8'}
+
+
+@pytest.mark.slow
+def test_vocab_cost_rows_are_ratios_of_their_own_times(tmp_path):
+  out = tmp_path / 'vocab.json'
+  result = subprocess.run([sys.executable, '-m', 'benchmarks.vocab_cost', '--size=128', '--vocabs=500,2000',
+                           '--batch_sizes=1', '--upsample=2', '--source_width=8', '--out_len=4', '--passes=1',
+                           f'--json={out}'], cwd=REPO, capture_output=True, text=True, timeout=900)
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = {(r['vocab'], r['row']): r for r in json.loads(out.read_text())['rows']}
+  assert set(rows) == {(v, label) for v in (500, 2000) for label in ('DAT dag_lookahead', 'DAT projection',
+                                                                     'AT greedy')}
+  for (vocab, label), r in rows.items():  # one pass: each ratio is the quotient of the two times
+    assert r['cost_vs_first_vocab'] == pytest.approx(r['ms'] / rows[500, label]['ms'], rel=1e-6)
+    if label == 'DAT dag_lookahead':
+      assert r['speed_vs_at_greedy'] == pytest.approx(rows[vocab, 'AT greedy']['ms'] / r['ms'], rel=1e-6)
+      assert r['projection_share'] == pytest.approx(rows[vocab, 'DAT projection']['ms'] / r['ms'], rel=1e-6)

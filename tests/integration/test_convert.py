@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -30,6 +31,11 @@ MAX_LENGTH = 20  # generate's default max_length: the decoder start, at most 18 
 def sentences(corpus, split='test', n=6) -> list[str]:
   with open(corpus[split], encoding='utf-8') as f:
     return [line.split('\t')[0] for line in f.read().splitlines()[:n]] + ['Und Gott sprach.']  # ('' translates to '')
+
+
+def references(corpus, split='test', n=6) -> list[str]:
+  with open(corpus[split], encoding='utf-8') as f:
+    return [line.split('\t')[1] for line in f.read().splitlines()[:n]]
 
 
 def piece_model(texts, size: int) -> bytes:
@@ -187,6 +193,51 @@ def test_a_multi_target_model_takes_its_language_tag(corpus, tmp_path):
   assert run.tokenizer.encode(texts[0])[0] == run.tokenizer.word_ids()['>>fr<<']
   want = reference_outputs(model, reference_tokenizer(folder), texts, 1, prefix='>>fr<< ')
   assert Translator(workdir, 'greedy').translate(texts) == [w[1] for w in want]
+  check_ct2_export(workdir, texts, references(corpus), str(tmp_path / 'ct2'))  # erf-gelu, unscaled, the tag
+
+
+def through_eos(tokens) -> list[list[int]]:
+  """Each row's ids through its first EOS (all of its non-pad ids where it has none)."""
+  rows = []
+  for row in np.asarray(tokens).tolist():
+    rows.append(row[:row.index(EOS_ID) + 1] if EOS_ID in row else [i for i in row if i])
+  return rows
+
+
+def our_log_probs(run, src, target) -> np.ndarray:
+  """f32[T + 1]: our model's log-probabilities of `target` (ids) then EOS, given one source row src i32[S]."""
+  tokens = jnp.asarray([[2] + target], jnp.int32)  # [1, T + 1]: BOS (Marian's decoder start) first
+  t = tokens.shape[1]
+  logits = run.method.model.apply({'params': run.params}, jnp.asarray(src)[None], tokens, jnp.arange(t)[None],
+                                  jnp.tril(jnp.ones((t, t), bool))[None])[0]  # [T + 1, V]
+  log_probs = np.asarray(jax.nn.log_softmax(logits, axis=-1))
+  return log_probs[np.arange(t), target + [EOS_ID]]
+
+
+def check_ct2_export(workdir, texts, references, out_dir):
+  """The CTranslate2 export of a converted run scores reference targets with our model's log-probabilities
+  (every term of the model counts) and decodes a padded batch greedily as our greedy does."""
+  pytest.importorskip('ctranslate2', reason='the export needs ctranslate2 (the ct2 extra)')
+  from nat_jax.deploy.ct2 import Ct2Translator, export_ctranslate2
+  translator = Translator(workdir, 'greedy')
+  run = translator.run
+  export_ctranslate2(run, out_dir, source=workdir)
+  ct2 = Ct2Translator(out_dir)
+  rows = [run.tokenizer.encode(t) + [EOS_ID] for t in texts if t]
+  targets = [run.tokenizer.encode_target(r)[:20] for r in references]  # one per source (the first ones)
+  scored = ct2.translator.score_batch([[run.tokenizer.pieces[i] for i in row[:-1]] for row in rows[:len(targets)]],
+                                      [[run.tokenizer.pieces[i] for i in t] for t in targets])
+  for row, target, result in zip(rows, targets, scored):
+    np.testing.assert_allclose(result.log_probs, our_log_probs(run, row, target), atol=2e-4, rtol=1e-4)
+  width = -(-max(map(len, rows)) // WIDTH_STEP) * WIDTH_STEP
+  src = np.array([r + [0] * (width - len(r)) for r in rows], np.int32)  # [B, S]
+  decode_fn, _ = translator.decoder_for()
+  assert through_eos(ct2(src)) == through_eos(decode_fn(run.params, jnp.asarray(src)).tokens)
+
+
+def test_the_ctranslate2_export_decodes_as_our_greedy(converted, corpus, tmp_path):
+  """swish, scaled embeddings, attention and output biases, Marian's sinusoids, post-norm."""
+  check_ct2_export(converted[3], sentences(corpus), references(corpus), str(tmp_path / 'ct2'))
 
 
 def test_conversion_refusals_are_one_error_line(converted, tmp_path):
