@@ -32,9 +32,35 @@ def without_tfds(tmp_path) -> dict:
   return {**os.environ, 'JAX_PLATFORMS': 'cpu', 'PYTHONPATH': os.pathsep.join([str(shim), REPO])}
 
 
-def suite(pack, out, env, stages):
+def suite(pack, out, env, stages, *flags):
   return subprocess.run(['bash', 'benchmarks/accelerator_suite.sh', str(pack), f'--out={out}', '--smoke',
-                         f'--stages={stages}'], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+                         f'--stages={stages}', *flags], cwd=REPO, env=env, capture_output=True, text=True,
+                        timeout=1800)
+
+
+def test_a_budgeted_smoke_run_brings_back_every_figure(pack, tmp_path):
+  """The CPU smoke of one budgeted call: every stage runs within the budget, and results.json / results.md hold
+  the device and JAX version, each stage's seconds, updates and training tokens/s, and BLEU and batch-1 /
+  batch-64 speed for every listed decoder."""
+  out = tmp_path / 'results'
+  budget = 900
+  run = suite(pack, out, without_tfds(tmp_path), 'teacher,distill,dat,hrt,bench', f'--budget_seconds={budget}')
+  assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+  results = json.loads((out / 'results.json').read_text())
+  assert results['device'] and results['machine'].count('JAX') == 1 and results['budget_seconds'] == budget
+  stages = results['stages']
+  assert list(stages) == ['teacher', 'distill', 'dat', 'hrt', 'bench']
+  assert all(st['status'] == 'done' and st['seconds'] > 0 and st['planned_seconds'] > 0 for st in stages.values())
+  assert sum(st['seconds'] for st in stages.values()) < budget
+  for name in ('teacher', 'dat', 'hrt'):
+    assert stages[name]['updates'] == 4 and stages[name]['tokens_per_s'] > 0
+  rows = {(r['run'].rsplit('/', 1)[-1], r['decoder'].split('/')[0]): r for r in results['rows']}
+  assert set(rows) == {('teacher', d) for d in ('greedy', 'beam', 'jacobi_hgj', 'drafted')} | {
+      ('dat', 'dag_lookahead'), ('dat', 'dag_beam'), ('hrt', 'hrt')}
+  for r in rows.values():
+    assert 0 <= r['bleu'] <= 100 and r['batch1_latency_ms'] > 0 and r['batch64_sentences_per_s'] > 0
+  table = (out / 'results.md').read_text()
+  assert all(f'| {decoder} |' in table for _, decoder in {(k[0], rows[k]['decoder']) for k in rows})
 
 
 @pytest.mark.slow  # 2 minutes even for the shortest stages: run it (-m slow) before a session on a lent accelerator
