@@ -34,7 +34,9 @@ its total on the last line, and exits 1 when the budget cannot be met.
 
 Results, always written at the end (also after a failure): OUT/results.json and OUT/results.md: the device
 and JAX version, each stage's planned and used seconds, status, updates and training tokens per second,
-and every benchmarked decoder's BLEU (both references) and batch-1 / batch-64 speed. What a 15-minute lease ran (docs/lab-notes/2026-11-25-accelerators.md):
+and every benchmarked decoder's BLEU (both references) and batch-1 / batch-64 speed.
+
+What a 15-minute lease ran (docs/lab-notes/2026-11-25-accelerators.md):
 benchmarks/accelerator_suite.sh PACK --stages=teacher,distill,dat,bench --teacher_seconds=140
 --dat_seconds=90 --distill_limit=8192 --bench_sentences=64 --latency_sentences=16
 --teacher_decoders=greedy,beam,drafted --dat_decoders=dag_lookahead
@@ -56,7 +58,6 @@ from benchmarks import suite_plan
 from nat_jax.commands import cli
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
-from nat_jax.training.bookkeeping import PREEMPTED_EXIT
 
 STAGES = ('teacher', 'distill', 'dat', 'hrt', 'bench')
 SMOKE_MODEL = ['--config.model.d_model=32', '--config.model.d_ff=64', '--config.model.num_heads=2',
@@ -92,8 +93,6 @@ flags.DEFINE_enum('device', 'h200', sorted(suite_plan.UNITS), 'The GPU whose uni
 FLAGS = flags.FLAGS
 # The benchmark's work under a budget, unless given: its compiles are decoders x source widths.
 BUDGET_DEFAULTS = {'bench_sentences': 64, 'latency_sentences': 4}
-TRAINING_SAVE_S = 10  # a training is sent SIGTERM this long before its time: its step ends, its checkpoint is written
-STOP_GRACE_S = 30  # after SIGTERM: a training finishes its step (or compile) and writes its checkpoint
 DEPENDS = {'distill': 'teacher', 'dat': 'distill', 'hrt': 'distill', 'bench': 'teacher'}
 
 
@@ -111,42 +110,6 @@ def data_flags(files: dict, vocab_size: int) -> list[str]:
   return ['--config.data.source=files', f'--config.data.train_files={files["train"]}',
           f'--config.data.validation_files={files["validation"]}', f'--config.data.test_files={files["test"]}',
           '--config.data.tfds_name=', f'--config.vocab_size={vocab_size}']
-
-
-def run_stage(name: str, command: list[str], out: str, timings: dict, seconds: float = 0, env=None) -> str:
-  """Run one stage's command (its output in OUT/logs/<name>.log) unless its marker exists; after
-  `seconds` (> 0) it gets SIGTERM (a training saves a checkpoint and stops), and SIGKILL STOP_GRACE_S
-  later. Returns 'done before', 'done', 'stopped' (at its time, exit 0 or a saved checkpoint) or 'failed'."""
-  marker = os.path.join(out, f'{name}.done')
-  if os.path.exists(marker):
-    print(f'{name}: done before, skipped', flush=True)
-    return 'done before'
-  os.makedirs(os.path.join(out, 'logs'), exist_ok=True)
-  print(f'{name}: {" ".join(command)}' + (f' (at most {seconds:.0f} s)' if seconds else ''), flush=True)
-  t0 = time.time()
-  stopped = False
-  with open(os.path.join(out, 'logs', f'{name}.log'), 'a') as log:
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-      code = process.wait(timeout=seconds or None)
-    except subprocess.TimeoutExpired:
-      print(f'{name}: {seconds:.0f} s reached, stopping it (SIGTERM: a training saves a checkpoint)', flush=True)
-      stopped = True
-      process.terminate()
-      try:
-        code = process.wait(timeout=STOP_GRACE_S)
-      except subprocess.TimeoutExpired:
-        process.kill()
-        code = process.wait()
-  timings[name] = round(time.time() - t0, 1)
-  write_atomic(os.path.join(out, 'suite.json'), json.dumps(timings, indent=2))
-  if code and not (stopped and code == PREEMPTED_EXIT):
-    print(f'{name}: failed (exit {code}); see {os.path.join(out, "logs", name + ".log")}; rerun the same command '
-          'to resume.', flush=True)
-    return 'failed'
-  write_atomic(marker, time.strftime('%Y-%m-%d %H:%M:%S\n'))
-  print(f'{name}: {timings[name]}s', flush=True)
-  return 'stopped' if stopped else 'done'
 
 
 def prepare_workdir(workdir: str, spm: str):
@@ -314,7 +277,8 @@ def results_markdown(results: dict) -> str:
   for name, st in results['stages'].items():
     lines.append(f"| {name} | {st['status']} | {cell(st['seconds'])} | {cell(st['planned_seconds'], '{:.0f}')} | "
                  f"{cell(st.get('updates'))} | {cell(st.get('tokens_per_s'))} |")
-  lines += ['', '| run | decoder | BLEU (both references) | batch-1 ms | batch-64 sentences/s |', '|---|---|---|---|---|']
+  lines += ['', '| run | decoder | BLEU (both references) | batch-1 ms | batch-64 sentences/s |',
+            '|---|---|---|---|---|']
   for r in results['rows']:
     lines.append(f"| {os.path.basename(r['run'])} | {r['decoder']} | {cell(r['bleu'])} | "
                  f"{cell(r['batch1_latency_ms'])} | {cell(r['batch64_sentences_per_s'])} |")
@@ -391,10 +355,10 @@ def main(argv):
     if FLAGS.budget_seconds:
       limit_s = suite_plan.stage_timeout(planned, order, name, time.time(), deadline)
       if name in runs:
-        limit_s = max(1.0, limit_s - TRAINING_SAVE_S)  # SIGTERM early enough for its checkpoint to be written
+        limit_s = max(1.0, limit_s - suite_plan.TRAINING_SAVE_S)  # SIGTERM early: its checkpoint gets written
     if name in runs:  # a training: its run directory exists only when the stage runs
       prepare_workdir(runs[name], files['spm'])
-    status[name] = run_stage(name, commands[name](), out, timings, limit_s, env=env)
+    status[name] = suite_plan.run_stage(name, commands[name](), out, timings, limit_s, env=env)
     if status[name] == 'failed':
       failed.add(name)
   results = write_results(out, runs, timings, status, planned)

@@ -1,5 +1,6 @@
 """How the accelerator suite (benchmarks.accelerator_suite) spends a lease: each stage's expected seconds on a
-GPU from measured unit costs and its compile count, and the budget each stage gets.
+GPU from measured unit costs and its compile count, the budget each stage gets, and a stage run and stopped
+at its time (`run_stage`).
 
   python -m benchmarks.accelerator_suite --plan --budget_seconds=540 --device=h200   # prints this plan
 
@@ -13,12 +14,21 @@ compile and `MIN_TRAINING_SECONDS` exceed it.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import subprocess
+import time
 from typing import Optional
+
+from nat_jax.files import write_atomic
+from nat_jax.training.bookkeeping import PREEMPTED_EXIT
 
 TRAININGS = ('teacher', 'dat', 'hrt')
 TRAINING_SHARES = {'teacher': 0.5, 'dat': 0.3, 'hrt': 0.2}  # of the seconds the fixed stages leave
 MIN_TRAINING_SECONDS = 20.0  # a training's updates after its compile, at the least (else the stage is pointless)
 RESULTS_SECONDS = 5.0  # kept back at the end: the results files and the device line
+TRAINING_SAVE_S = 10  # a training is sent SIGTERM this long before its time: its step ends, its checkpoint is written
+STOP_GRACE_S = 30  # after SIGTERM: a training finishes its step (or compile) and writes its checkpoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,3 +146,39 @@ def format_plan(rows: list[dict], budget_s: float, device: str, met: bool) -> st
                                 'after their compiles')
   lines.append(f'total {total:.0f} s of {budget_s:.0f} s ({RESULTS_SECONDS:.0f} s kept for the results): {verdict}')
   return '\n'.join(lines)
+
+
+def run_stage(name: str, command: list[str], out: str, timings: dict, seconds: float = 0, env=None) -> str:
+  """Run one stage's command (its output in OUT/logs/<name>.log) unless its marker exists; after
+  `seconds` (> 0) it gets SIGTERM (a training saves a checkpoint and stops), and SIGKILL STOP_GRACE_S
+  later. Returns 'done before', 'done', 'stopped' (at its time, exit 0 or a saved checkpoint) or 'failed'."""
+  marker = os.path.join(out, f'{name}.done')
+  if os.path.exists(marker):
+    print(f'{name}: done before, skipped', flush=True)
+    return 'done before'
+  os.makedirs(os.path.join(out, 'logs'), exist_ok=True)
+  print(f'{name}: {" ".join(command)}' + (f' (at most {seconds:.0f} s)' if seconds else ''), flush=True)
+  t0 = time.time()
+  stopped = False
+  with open(os.path.join(out, 'logs', f'{name}.log'), 'a') as log:
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+      code = process.wait(timeout=seconds or None)
+    except subprocess.TimeoutExpired:
+      print(f'{name}: {seconds:.0f} s reached, stopping it (SIGTERM: a training saves a checkpoint)', flush=True)
+      stopped = True
+      process.terminate()
+      try:
+        code = process.wait(timeout=STOP_GRACE_S)
+      except subprocess.TimeoutExpired:
+        process.kill()
+        code = process.wait()
+  timings[name] = round(time.time() - t0, 1)
+  write_atomic(os.path.join(out, 'suite.json'), json.dumps(timings, indent=2))
+  if code and not (stopped and code == PREEMPTED_EXIT):
+    print(f'{name}: failed (exit {code}); see {os.path.join(out, "logs", name + ".log")}; rerun the same command '
+          'to resume.', flush=True)
+    return 'failed'
+  write_atomic(marker, time.strftime('%Y-%m-%d %H:%M:%S\n'))
+  print(f'{name}: {timings[name]}s', flush=True)
+  return 'stopped' if stopped else 'done'

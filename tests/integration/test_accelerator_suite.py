@@ -9,17 +9,19 @@ import pytest
 
 from tests.support import REPO
 
+PAIRS = 64  # of each split in the pack: the smoke's decoding work (every training validates and tests on them)
+
 
 @pytest.fixture(scope='module')
 def pack(tmp_path_factory):
   out = tmp_path_factory.mktemp('pack')
-  made = subprocess.run([sys.executable, '-m', 'benchmarks.accelerator_pack', f'--out={out}', '--max_examples=150',
+  made = subprocess.run([sys.executable, '-m', 'benchmarks.accelerator_pack', f'--out={out}', f'--max_examples={PAIRS}',
                          '--vocab_size=500', '--nowheels'], cwd=REPO, capture_output=True, text=True, timeout=600)
   assert made.returncode == 0, made.stderr[-3000:]
   manifest = json.loads((out / 'manifest.json').read_text())
-  assert manifest['examples'] == {'train': 150, 'validation': 150, 'test': 150} and manifest['bytes'] < 64 * 2**20
+  assert manifest['examples'] == {'train': PAIRS, 'validation': PAIRS, 'test': PAIRS} and manifest['bytes'] < 64 * 2**20
   lines = (out / 'test.tsv').read_text(encoding='utf-8').splitlines()
-  assert len(lines) == 150 and all(len(line.split('\t')) == 3 for line in lines)  # source, two references
+  assert len(lines) == PAIRS and all(len(line.split('\t')) == 3 for line in lines)  # source, two references
   return out
 
 
@@ -80,3 +82,13 @@ def test_suite_runs_from_the_pack_without_tfds(pack, tmp_path, stages):
     assert {r['decoder'] for r in rows} >= {'greedy', 'beam', 'jacobi_hgj', 'drafted', 'dag_lookahead', 'hrt'}
   again = suite(pack, out, env, stages)  # resumes: every stage done, nothing rerun
   assert again.returncode == 0 and again.stdout.count('done before, skipped') == len(timings), again.stdout
+
+
+def test_the_plan_command_exits_nonzero_for_a_budget_it_cannot_meet():
+  for budget, code in ((540, 0), (200, 1)):
+    result = subprocess.run([sys.executable, '-m', 'benchmarks.accelerator_suite', '--plan',
+                             f'--budget_seconds={budget}', '--device=h100'], cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == code, result.stderr[-2000:]
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith('total ') and f'of {budget} s' in last and ('NOT' in last) == bool(code)

@@ -157,7 +157,8 @@ def test_logits_equal_the_reference_on_a_padded_batch(converted, corpus):
       np.testing.assert_allclose(got[..., run.tokenizer.word_ids()[piece]], want[..., i], atol=2e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize('beams', [1, 4])
+@pytest.mark.parametrize('beams', [pytest.param(1, marks=pytest.mark.slow), 4])  # slow: CI time; greedy's text
+# equals generate's in the multi-target test too
 def test_greedy_and_beam_translate_as_generate(converted, corpus, beams):
   """The run's defaults are generate's (beam 4, length ** 1.0, its stopping rule, max_length 20): our
   greedy and our default decoder give generate's tokens and text. (These random models end either at once
@@ -235,6 +236,7 @@ def check_ct2_export(workdir, texts, references, out_dir):
   assert through_eos(ct2(src)) == through_eos(decode_fn(run.params, jnp.asarray(src)).tokens)
 
 
+@pytest.mark.slow  # CI time: the multi-target test checks the export of its (erf-gelu, unscaled) model
 def test_the_ctranslate2_export_decodes_as_our_greedy(converted, corpus, tmp_path):
   """swish, scaled embeddings, attention and output biases, Marian's sinusoids, post-norm."""
   check_ct2_export(converted[3], sentences(corpus), references(corpus), str(tmp_path / 'ct2'))

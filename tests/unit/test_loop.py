@@ -106,7 +106,9 @@ def test_greedy_rows_equal_plain_python_per_sentence():
   assert min(lengths) < 16 and max(lengths) == MAX_LEN and sum(n > 32 for n in lengths) <= ROWS // 4
 
 
-DECODERS = [('greedy', {}), ('beam', {}), ('beam', {'beam_size': 2, 'alpha': 0.0}), ('multiword_beam', {}),
+DECODERS = [('greedy', {}), ('beam', {}),
+            pytest.param('beam', {'beam_size': 2, 'alpha': 0.0}, marks=pytest.mark.slow),  # slow: CI time
+            ('multiword_beam', {}),
             pytest.param('jacobi_pgj', {'block_size': 3}, marks=pytest.mark.slow),  # slow: CI time; the three
             pytest.param('jacobi_hgj', {'block_size': 5}, marks=pytest.mark.slow),  # Jacobi variants share the
             ('jacobi_pj', {})]                                                       # loop's iteration stage
