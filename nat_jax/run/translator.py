@@ -146,6 +146,8 @@ class Translator:
     texts = list(texts)
     if not all(isinstance(t, str) for t in texts):
       raise ConfigError('translate takes a list of strings.')
+    if batch_size is not None:
+      check_batch_size(batch_size)  # 0 or a negative count would otherwise decode nothing and say nothing
     fn, parsed = self.decoder_for(decoder, options)
     mix = self.mixes_widths(decoder, options, parsed)
     with self._lock:

@@ -89,6 +89,10 @@ def test_translator_errors_name_the_problem(trained_run, tmp_path):
   assert translator.decoder_for(None, {'alpha': 0})[1] == {**translator.options, 'alpha': 0.0}  # laid over its own
   with pytest.raises(ConfigError, match='list of sentences'):
     translator.translate('one string')
+  for bad in (0, -1, -2, '8', 2.5):  # per call as in the constructor (a negative count returned '' for every line)
+    with pytest.raises(ConfigError, match='batch_size must be a positive integer'):
+      translator.translate(SENTENCES, batch_size=bad)
+  assert translator.translate(SENTENCES[:3], batch_size=2) == translator.translate(SENTENCES[:3])
   assert translator.decoder_for('greedy') is translator.decoder_for('greedy', {})  # built once
 
 
