@@ -44,6 +44,7 @@ benchmarks/accelerator_suite.sh PACK --stages=teacher,distill,dat,bench --teache
 """
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
@@ -120,12 +121,12 @@ def prepare_workdir(workdir: str, spm: str):
 
 
 def train(recipe: str, workdir: str, files: dict, vocab_size: int, steps: int, extra: list[str]) -> list[str]:
-  budgeted = ['--config.log_every=10'] + ([] if any('num_buckets' in f for f in FLAGS.train_flags) else
-                                          ['--config.num_buckets=1']) if FLAGS.budget_seconds else []
+  budget_flags = ['--config.log_every=10'] + ([] if any('num_buckets' in f for f in FLAGS.train_flags) else
+                                              ['--config.num_buckets=1']) if FLAGS.budget_seconds else []
   return [sys.executable, '-m', 'nat_jax.train', f'--config=configs/{recipe}.py', f'--workdir={workdir}',
           *data_flags(files, vocab_size), f'--config.total_steps={steps}', f'--config.eval_every={steps}',
           f'--config.checkpoint_every={max(1, min(500, steps))}', '--config.test_average=1',
-          '--config.eval_max_sentences=200', *(SMOKE_MODEL if FLAGS.smoke else []), *budgeted, *FLAGS.train_flags,
+          '--config.eval_max_sentences=200', *(SMOKE_MODEL if FLAGS.smoke else []), *budget_flags, *FLAGS.train_flags,
           *extra]
 
 
@@ -160,9 +161,13 @@ def train_buckets() -> int:
   return 1 if FLAGS.budget_seconds else 4
 
 
-def widths(lengths, max_len: int) -> list[int]:
-  """Padded source widths (multiples of 8) of sources of `lengths` pieces plus EOS, at most max_len."""
-  return [-(-min(n + 1, max_len) // 8) * 8 for n in lengths]
+def source_widths(texts: list[str], tokenizer, max_len: int) -> list[int]:
+  """Each text's padded source width as translation batches it (encode_sources, then the smallest of
+  source_lengths that holds it): what the distillation and the benchmark compile a program for."""
+  from nat_jax.run.translation import encode_sources, source_lengths
+  lengths = source_lengths(max_len)
+  return [lengths[bisect.bisect_left(lengths, len(ids))]
+          for ids in encode_sources(texts, tokenizer, max_len, warn=False)]
 
 
 def plan_settings(files: Optional[dict]) -> suite_plan.Settings:
@@ -189,8 +194,8 @@ def plan_settings(files: Optional[dict]) -> suite_plan.Settings:
     limit = FLAGS.distill_limit or None
     distilled = sources['train'][:limit] + sources['validation'][:limit]
     test = sources['test'][:bench_sentences]
-    test_widths = widths([len(tokenizer.encode(t)) for t in test], max_len)
-    found = {'distill_widths': len(set(widths([len(tokenizer.encode(t)) for t in distilled], max_len))),
+    test_widths = source_widths(test, tokenizer, max_len)
+    found = {'distill_widths': len(set(source_widths(distilled, tokenizer, max_len))),
              'distill_sentences': len(distilled), 'bench_widths_b1': len(set(test_widths[:latency])),
              'bench_widths_b64': len(set(test_widths)), 'bench_sentences': len(test)}
   found.setdefault('bench_sentences', bench_sentences)
@@ -223,7 +228,7 @@ def training_tokens_per_s(workdir: str) -> Optional[float]:
   return round(float(sorted(values)[len(values) // 2]), 1) if values else None
 
 
-def device_line(out: str, bench: Optional[dict]) -> dict:
+def device_line(bench: Optional[dict]) -> dict:
   """{device, machine} of the benchmark's results, else asked of JAX in a short process."""
   if bench:
     return {'device': bench.get('device'), 'machine': bench.get('machine')}
@@ -261,7 +266,7 @@ def write_results(out: str, runs: dict, timings: dict, status: dict, planned: di
     if name in runs:
       stage.update(updates=checkpoint_step(runs[name]), tokens_per_s=training_tokens_per_s(runs[name]))
     stages[name] = stage
-  results = {**device_line(out, bench), 'date': time.strftime('%Y-%m-%d'), 'budget_seconds': FLAGS.budget_seconds,
+  results = {**device_line(bench), 'date': time.strftime('%Y-%m-%d'), 'budget_seconds': FLAGS.budget_seconds,
              'plan_device': FLAGS.device if FLAGS.budget_seconds else None, 'smoke': FLAGS.smoke,
              'stages': stages, 'rows': bench_rows(bench)}
   write_atomic(os.path.join(out, 'results.json'), json.dumps(results, indent=2) + '\n')

@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import time
-from typing import Optional
 
 from nat_jax.files import write_atomic
 from nat_jax.training.bookkeeping import PREEMPTED_EXIT
@@ -80,21 +79,21 @@ def fixed_stages(s: Settings, u: Units) -> list[dict]:
   if 'distill' in s.stages:
     batches = -(-s.distill_sentences // s.distill_batch)
     work = batches * s.decode_steps * u.greedy_step_ms * u.device_factor / 1e3
-    rows.append(_row('distill', s.distill_widths, u, work,
+    rows.append(_row('distill', s.distill_widths, u.decode_compile_s, u, work,
                      f'{s.distill_sentences:,} sentences in {batches} batches of {s.distill_batch}, '
                      f'{s.decode_steps} greedy steps each'))
   if 'bench' in s.stages:
     compiles = s.bench_decoders * (s.bench_widths_b1 + s.bench_widths_b64)
     calls = s.bench_decoders * (s.bench_latency_sentences * s.bench_batch1_runs + 2 * -(-s.bench_sentences // 64))
     work = calls * s.decode_steps * u.greedy_step_ms * s.bench_step_factor * u.device_factor / 1e3
-    rows.append(_row('bench', compiles, u, work,
+    rows.append(_row('bench', compiles, u.decode_compile_s, u, work,
                      f'{s.bench_decoders} decoders x ({s.bench_widths_b1} batch-1 + {s.bench_widths_b64} batch-64 '
                      f'widths) programs; {s.bench_sentences} sentences'))
   return rows
 
 
-def _row(stage: str, compiles: int, u: Units, work: float, note: str) -> dict:
-  compile_s = compiles * u.decode_compile_s if stage in ('distill', 'bench') else compiles * u.train_compile_s
+def _row(stage: str, compiles: int, compile_unit_s: float, u: Units, work: float, note: str) -> dict:
+  compile_s = compiles * compile_unit_s
   return {'stage': stage, 'compiles': compiles, 'compile_s': compile_s, 'start_s': u.start_s, 'work_s': work,
           'seconds': u.start_s + compile_s + work, 'note': note}
 
@@ -107,7 +106,7 @@ def plan(budget_s: float, s: Settings, u: Units) -> tuple[list[dict], bool]:
   trainings' starts and compiles and RESULTS_SECONDS; met when that share is >= MIN_TRAINING_SECONDS each."""
   fixed = {r['stage']: r for r in fixed_stages(s, u)}
   trainings = [t for t in TRAININGS if t in s.stages]
-  overhead = {t: _row(t, s.train_buckets, u, 0.0, '') for t in trainings}
+  overhead = {t: _row(t, s.train_buckets, u.train_compile_s, u, 0.0, '') for t in trainings}
   left = budget_s - RESULTS_SECONDS - sum(r['seconds'] for r in fixed.values()) - sum(
       r['seconds'] for r in overhead.values())
   total_share = sum(TRAINING_SHARES[t] for t in trainings) or 1.0
@@ -124,13 +123,11 @@ def plan(budget_s: float, s: Settings, u: Units) -> tuple[list[dict], bool]:
   return rows, met
 
 
-def stage_timeout(planned: dict[str, float], order: list[str], stage: str, now: float, deadline: float,
-                  minimum: Optional[dict[str, float]] = None) -> float:
+def stage_timeout(planned: dict[str, float], order: list[str], stage: str, now: float, deadline: float) -> float:
   """Seconds `stage` may run from `now`: what is left before `deadline` less what the stages after it were
-  planned (or, where given, their `minimum`): the savings of earlier stages go to it, their overruns come
-  out of it. Never below 1 s (a stage that has no time left is stopped at once and saves what it has)."""
-  later = order[order.index(stage) + 1:]
-  reserve = sum((minimum or planned).get(name, planned[name]) for name in later)
+  planned: the savings of earlier stages go to it, their overruns come out of it. Never below 1 s (a stage
+  that has no time left is stopped at once and saves what it has)."""
+  reserve = sum(planned[name] for name in order[order.index(stage) + 1:])
   return max(1.0, deadline - now - reserve)
 
 

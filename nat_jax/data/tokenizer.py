@@ -4,6 +4,7 @@ models whose pieces map through one vocabulary (`vocabulary.json`, `source.spm`,
 model, python -m nat_jax.convert). Both give the same special ids and the same methods."""
 
 import filecmp
+import functools
 import io
 import json
 import os
@@ -72,10 +73,14 @@ class Tokenizer:
       raise DataError(f'Sentencepiece model {model_path!r} has special ids (pad, eos, bos, unk, '
                        f'mask)={found}, expected (0, 1, 2, 3, 4); delete it to retrain.')
     self.vocab_size: int = self._sp.get_piece_size()
-    self.pieces: list[str] = [self._sp.id_to_piece(i) for i in range(self.vocab_size)]  # id -> piece
     self.files: tuple[str, ...] = (model_path,)  # what holds the tokenizer (an export copies them)
     self._skip = np.zeros(self.vocab_size, bool)
     self._skip[[PAD_ID, BOS_ID, MASK_ID]] = True
+
+  @functools.cached_property
+  def pieces(self) -> list[str]:
+    """id -> piece (built on first use: loading a run does not need it)."""
+    return [self._sp.id_to_piece(i) for i in range(self.vocab_size)]
 
   def encode(self, text: str) -> list[int]:
     """Token ids of `text`, without EOS."""

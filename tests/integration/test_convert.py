@@ -127,9 +127,7 @@ def reference_outputs(model, tok, texts, beams: int, prefix=''):
 
 def ours_as_reference_ids(tokens, run, vocab) -> list[int]:
   """Our output tokens through EOS, as the reference's ids (through the pieces)."""
-  ids = list(np.asarray(tokens))
-  ids = ids[:ids.index(EOS_ID) + 1] if EOS_ID in ids else [i for i in ids if i]
-  return [vocab[run.tokenizer.pieces[i]] for i in ids]
+  return [vocab[run.tokenizer.pieces[i]] for i in through_eos(np.asarray(tokens)[None])[0]]
 
 
 def test_logits_equal_the_reference_on_a_padded_batch(converted, corpus):
