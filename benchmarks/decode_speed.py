@@ -10,6 +10,8 @@ back. Latency over many sentences and BLEU come from `python -m nat_jax.evaluate
 """
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 from absl import flags
@@ -47,7 +49,8 @@ def main(_):
         '| (loop - encoder) / (step x iterations) |')
   print('|---|---|---|---|---|---|---|---|')
   for name in FLAGS.decoders:
-    decode_fn, options = decode.build_decoder(run.method, name, {})
+    decode_fn, typed = decode.build_decoder(run.method, name, {})
+    options = dataclasses.asdict(typed)
     width = options.get('beam_size', 1)
     for rows in map(int, FLAGS.batch_sizes):
       src = first_batch(run, rows)

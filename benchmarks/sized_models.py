@@ -93,9 +93,7 @@ def decoder_fn(method, name: str, options: dict, draft: Optional[str], out_len: 
     build = decode.method_view(method, LeftToRightScorer, 'sized_models')
     return jax.jit(lambda params, src, tokens: drafted_decode(build(params), src, tokens, update='draft',
                                                               max_len=out_len, **options))
-  options = decode.parse_options(name, {k: str(v) for k, v in options.items()})
-  if name not in LENGTH_FREE:
-    options['max_len'] = out_len
+  options = decode.parse_options(name, {**options, **({} if name in LENGTH_FREE else {'max_len': out_len})})
   decode.check_decoder(method, name, options)
   fn, extra = decode.decode_program(method, name, options)
   jitted = jax.jit(fn)

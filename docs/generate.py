@@ -20,6 +20,7 @@ its file; this script turns it into every table that shows it.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import re
@@ -190,11 +191,12 @@ def decoders_fragment() -> str:
     out += [f'### {name}', '', decoder.about, '',
             f'Decodes a `{decoder.needs.__name__}` view. With its default options it runs on: '
             + (', '.join(runs_on[name]) or 'no method (it needs an option set: see below)') + '.', '']
-    if decoder.defaults:
+    if decoder.option_names:
+      defaults = dataclasses.asdict(decoder.options())
       rows = [(f'`{option}`', f'`{value!r}`' if value != '' else '(none)',
-               registry.option_rule(option) or ('true or false' if isinstance(value, bool) else '-'),
+               registry.option_rule(name, option) or ('true or false' if isinstance(value, bool) else '-'),
                registry.option_help(name, option))
-              for option, value in sorted(decoder.defaults.items())]
+              for option, value in sorted(defaults.items())]
       out += [table(('option', 'default', 'what it must be', 'what it sets'), rows), '']
   return '\n'.join(out)
 

@@ -239,11 +239,10 @@ def copy_run(trained_run, tmp_path, name='copy') -> str:
 class ViewMethod:
   """A stand-in method that offers hand-written views (params = the view itself)."""
   name = 'hand-written'
-  tokens_per_step = 1  # the Method contract's attributes (nat_jax.methods.base)
-  max_target_len = 4096
+  max_target_len = 4096  # the Method contract's attributes (nat_jax.methods.base), with tokens_per_step
 
-  def __init__(self, protocol):
-    self.protocol = protocol
+  def __init__(self, protocol, tokens_per_step: int = 1):
+    self.protocol, self.tokens_per_step = protocol, tokens_per_step
 
   def views(self):
     return {self.protocol: lambda params: params}
@@ -251,7 +250,10 @@ class ViewMethod:
 
 def run(view, name, src, **options):
   """Decoder `name` on a hand-written view (a MarkovScorer or a graph table) as a method offering it."""
-  method = ViewMethod(LeftToRightScorer if isinstance(view, MarkovScorer) else GraphPredictor)
+  if isinstance(view, MarkovScorer):
+    method = ViewMethod(LeftToRightScorer, view.tokens_per_step)
+  else:
+    method = ViewMethod(GraphPredictor)
   return run_decoder(method, view, src, name, **options)
 
 

@@ -170,10 +170,10 @@ def decoder_names(setup: Setup, choice: str) -> list[str]:
 def decoder_overrides(names: Sequence[str], overrides: dict[str, str]) -> dict[str, dict[str, str]]:
   """`--decoder.<opt>=<v>` overrides per decoder: each option goes to the chosen decoders that have it;
   ConfigError for one that none of them has."""
-  unused = [k for k in overrides if not any(k in decode.DECODERS[n].defaults for n in names)]
+  unused = [k for k in overrides if not any(k in decode.DECODERS[n].option_names for n in names)]
   if unused:
     raise ConfigError(f'--decoder.{unused[0]}: none of the decoders {list(names)} has that option.')
-  return {n: {k: v for k, v in overrides.items() if k in decode.DECODERS[n].defaults} for n in names}
+  return {n: {k: v for k, v in overrides.items() if k in decode.DECODERS[n].option_names} for n in names}
 
 
 def decode_programs(setup: Setup, names: Sequence[str], batch_sizes: Sequence[int],

@@ -39,7 +39,6 @@ from nat_jax.models.transformer import INFERENCE_DTYPES  # noqa: E402
 from nat_jax.training import recipes  # noqa: E402
 
 FLAGS = flags.FLAGS
-DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<value>, for the chosen decoders that have <opt>
 
 
 COMMAND_FLAGS = (
@@ -76,7 +75,7 @@ def drafter_loader(mesh):
   return programs.abstract_run_loader(lambda spec: recipes.load_recipe(path), mesh)
 
 
-def main(argv):
+def main(argv, decoder_options: dict[str, str]):  # decoder_options: for the chosen decoders that have each
   from nat_jax.aot import report, targets
   from nat_jax.run import sharding
   from nat_jax.training.config import validate_config
@@ -92,7 +91,7 @@ def main(argv):
       fits[target.name].pop('recipe_report')
     loader = drafter_loader(sharding.make_mesh(1, target.devices))
     results.append(report.compile_recipe(config, target, FLAGS.model_parallel, FLAGS.programs, FLAGS.decoders, sizes,
-                                         FLAGS.buckets == 'largest', loader, DECODER_OVERRIDES,
+                                         FLAGS.buckets == 'largest', loader, decoder_options,
                                          inference_dtype=FLAGS.dtype))
   print(report.table(results))
   for name, found in fits.items():
@@ -110,7 +109,7 @@ def main(argv):
 
 
 # `nat-jax-aot`, `python -m nat_jax.aot`: not re-executed for huge pages (it compiles, it does not train)
-console = cli.command(COMMAND_FLAGS, main, DECODER_OVERRIDES, tuned=False)
+console = cli.command(COMMAND_FLAGS, main, decoder_options=True, tuned=False)
 
 
 if __name__ == '__main__':

@@ -27,6 +27,7 @@ from nat_jax import hugepages
 from nat_jax.errors import ConfigError, NatJaxError, setup_logging
 from nat_jax.files import TMP_SUFFIX
 from nat_jax.run.workdir import Run, load_run
+from nat_jax.settings import MAX_ROWS
 from nat_jax.training.recipes import load_recipe, recipe_path
 
 
@@ -67,18 +68,16 @@ def os_error_message(e: OSError) -> str:
   return (f'{where}: {what}' if where else what) + ' (check the path, its permissions and free disk space)'
 
 
-def run_command(main: Callable[[list[str]], Any], decoder_overrides: Optional[dict[str, str]] = None,
-                command_flags: Sequence['Flag'] = ()):
-  """Runs a command line's `main` under absl: `--decoder.<opt>=<v>` moved into `decoder_overrides`
-  (when given), flags parsed by `parse_flags` and checked against `command_flags` (`check_flags`)
-  before any work, and every user-caused error turned into `fail`."""
-  argv = sys.argv
-  if decoder_overrides is not None:
+def run_command(main: Callable[..., Any], decoder_options: bool = False, command_flags: Sequence['Flag'] = ()):
+  """Runs a command line's `main` under absl: with `decoder_options`, `--decoder.<opt>=<v>` taken out of
+  argv and given to `main(argv, {opt: value string})`; flags parsed by `parse_flags` and checked against
+  `command_flags` (`check_flags`) before any work, and every user-caused error turned into `fail`."""
+  argv, found = sys.argv, None
+  if decoder_options:
     try:
       argv, found = split_decoder_flags(argv)
     except ConfigError as e:
       fail(str(e))
-    decoder_overrides.update(found)
 
   def guarded(args):
     quiet_logs()
@@ -87,7 +86,7 @@ def run_command(main: Callable[[list[str]], Any], decoder_overrides: Optional[di
         raise ConfigError(f'unexpected arguments {args[1:]}: every value is given as --<flag>=<value> '
                           '(see --help).')
       check_flags(command_flags)
-      return main(args)
+      return main(args) if found is None else main(args, found)
     except app.UsageError as e:
       fail(str(e))
     except NatJaxError as e:
@@ -99,7 +98,6 @@ def run_command(main: Callable[[list[str]], Any], decoder_overrides: Optional[di
 
 
 # --- each command's flags: what they are, what each value must be ---------------------------------
-MAX_ROWS = 65536  # sentences decoded at once (a batch): 64k rows of 4,096 tokens is past any device's memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,16 +242,39 @@ def check_flags(command_flags: Sequence[Flag], flag_values: flags.FlagValues = f
       raise ConfigError(problem)
 
 
-def command(command_flags: Sequence[Flag], main: Callable[[list[str]], Any],
-            decoder_overrides: Optional[dict[str, str]] = None, tuned: bool = True) -> Callable[[], None]:
+def command(command_flags: Sequence[Flag], main: Callable[..., Any], decoder_options: bool = False,
+            tuned: bool = True) -> Callable[[], None]:
   """A command line's `console()` (its console script, and what `python -m` runs): the tuned process
-  (nat_jax.hugepages, unless `tuned` is False), its flags, and `main` under `run_command`."""
+  (nat_jax.hugepages, unless `tuned` is False), its flags, and `main` under `run_command` (with
+  `decoder_options`: `main(argv, {opt: value string})` of the `--decoder.<opt>=<v>` flags)."""
   def console():
     if tuned:
       hugepages.reexec_command_line()
     define_flags(command_flags)
-    run_command(main, decoder_overrides, command_flags)
+    run_command(main, decoder_options, command_flags)
   return console
+
+
+def flags_of(settings_type: type) -> tuple[Flag, ...]:
+  """The flags of a settings dataclass (fields declared with nat_jax.settings.setting) that a command line
+  sets: name, type, default, help and rule from the field, so they are declared once."""
+  out = []
+  for field in dataclasses.fields(settings_type):
+    meta, default = field.metadata, field.default
+    if not meta.get('flag'):
+      continue
+    kind = ('bool' if isinstance(default, bool) else 'int' if isinstance(default, int) else 'float'
+            if isinstance(default, float) else 'list' if isinstance(default, tuple) else 'enum' if meta['choices']
+            else 'str')
+    out.append(Flag(field.name, kind, list(default) if kind == 'list' else default, meta['help'], low=meta['low'],
+                    high=meta['high'], choices=tuple(meta['choices'])))
+  return tuple(out)
+
+
+def settings_from_flags(settings_type: type, flag_values: flags.FlagValues = flags.FLAGS, **others):
+  """A settings dataclass from the command line's values of its flags (`flags_of`), and `others`."""
+  values = {f.name: flag_values[f.name].value for f in flags_of(settings_type)}
+  return settings_type(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}, **others)
 
 
 COMMANDS = ('train', 'translate', 'evaluate', 'distill', 'benchmark', 'export', 'lm', 'dagviz', 'ddgviz', 'serve',
@@ -261,8 +282,8 @@ COMMANDS = ('train', 'translate', 'evaluate', 'distill', 'benchmark', 'export', 
 
 
 def every_flag() -> dict[str, tuple[Flag, ...]]:
-  """Every command's flags (each command module's COMMAND_FLAGS): with the decoder registry's
-  OPTION_RULES, every option a user can set, in one table."""
+  """Every command's flags (each command module's COMMAND_FLAGS): with the decoders' option dataclasses
+  (nat_jax.decode.options), every option a user can set."""
   import importlib
   return {name: importlib.import_module(f'nat_jax.commands.{name}').COMMAND_FLAGS
           for name in COMMANDS}

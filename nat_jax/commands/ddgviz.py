@@ -17,7 +17,7 @@ from absl import flags
 
 from nat_jax.commands import cli
 from nat_jax.decode import LeftToRightScorer, jacobi, method_view
-from nat_jax.decode.registry import MAX_BLOCK
+from nat_jax.decode.options import MAX_BLOCK
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
 from nat_jax.viz.ddg import render_html, trace_sentence, write_png

@@ -24,7 +24,6 @@ from nat_jax.errors import DistillError
 from nat_jax.training.distill import distill
 
 FLAGS = flags.FLAGS
-DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
 
 
 COMMAND_FLAGS = (
@@ -44,18 +43,17 @@ COMMAND_FLAGS = (
 )
 
 
-def main(argv):
+def main(argv, decoder_options: dict[str, str]):
   process_index = jax.process_index() if FLAGS.process_index is None else FLAGS.process_index
   process_count = jax.process_count() if FLAGS.process_count is None else FLAGS.process_count
   if not 0 <= process_index < process_count:
     raise DistillError(f'--process_index={process_index} must be in [0, --process_count={process_count}).')
   # Decoder name and options are checked before the teacher is loaded (its method: in cli_prologue).
-  decode.parse_options(FLAGS.decoder, DECODER_OVERRIDES)
-  run, _ = cli.cli_prologue(FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
-                            lambda run: decode.check_decoder(run.method, FLAGS.decoder,
-                                                             decode.parse_options(FLAGS.decoder, DECODER_OVERRIDES)))
+  decode.parse_options(FLAGS.decoder, decoder_options)
+  run, options = cli.cli_prologue(FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
+                                  lambda run: decode.run_options(run.method, FLAGS.decoder, decoder_options))
   t0 = time.time()
-  manifest = distill(run, FLAGS.decoder, DECODER_OVERRIDES, FLAGS.out, FLAGS.splits, limit=FLAGS.limit,
+  manifest = distill(run, FLAGS.decoder, options, FLAGS.out, FLAGS.splits, limit=FLAGS.limit,
                     batch_size=FLAGS.batch_size, chunk_sentences=FLAGS.chunk_sentences,
                     process_index=process_index, process_count=process_count, wait_seconds=FLAGS.wait_seconds,
                     teacher_workdir=FLAGS.workdir)
@@ -66,7 +64,7 @@ def main(argv):
           f'in {time.time() - t0:.0f}s -> {FLAGS.out}: {counts}', flush=True)
 
 
-console = cli.command(COMMAND_FLAGS, main, DECODER_OVERRIDES)  # `nat-jax-distill`, `python -m nat_jax.distill`
+console = cli.command(COMMAND_FLAGS, main, decoder_options=True)  # `nat-jax-distill`, `python -m nat_jax.distill`
 
 
 if __name__ == '__main__':

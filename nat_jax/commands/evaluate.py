@@ -22,7 +22,6 @@ from nat_jax.errors import ConfigError
 from nat_jax.evaluation.benchmark import Entry
 
 FLAGS = flags.FLAGS
-DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
 
 
 COMMAND_FLAGS = MEASUREMENT_FLAGS + (
@@ -41,21 +40,21 @@ def decoder_specs(decoders: list[str], overrides: dict[str, str]) -> list[str]:
     raise ConfigError(f'--decoder.{sorted(overrides)[0]}: name the decoders it is for (--decoders=...).')
   for name in decoders:
     decode.parse_options(name, {})
-  unknown = sorted(set(overrides) - {k for name in decoders for k in decode.DECODERS[name].defaults})
+  unknown = sorted(set(overrides) - {k for name in decoders for k in decode.DECODERS[name].option_names})
   if unknown:
     raise ConfigError(f'--decoder.{unknown[0]}: none of the decoders {decoders} has this option.')
-  return ['/'.join([name] + [f'{k}={v}' for k, v in overrides.items() if k in decode.DECODERS[name].defaults])
+  return ['/'.join([name] + [f'{k}={v}' for k, v in overrides.items() if k in decode.DECODERS[name].option_names])
           for name in decoders]
 
 
-def main(argv):
+def main(argv, decoder_options: dict[str, str]):
   def entries():  # inside run_from_flags: a bad decoder name or option is its `error: ...`, exit 2
-    return [Entry(FLAGS.workdir, FLAGS.dtype, tuple(decoder_specs(FLAGS.decoders, DECODER_OVERRIDES)))]
+    return [Entry(FLAGS.workdir, FLAGS.dtype, tuple(decoder_specs(FLAGS.decoders, decoder_options)))]
   baseline = Entry(FLAGS.workdir, FLAGS.dtype, ()).label  # its own greedy and beam
   run_from_flags(entries, baseline, FLAGS.out or os.path.join(FLAGS.workdir, 'eval'))
 
 
-console = cli.command(COMMAND_FLAGS, main, DECODER_OVERRIDES)  # `nat-jax-evaluate`, `python -m nat_jax.evaluate`
+console = cli.command(COMMAND_FLAGS, main, decoder_options=True)  # `nat-jax-evaluate`, `python -m nat_jax.evaluate`
 
 
 if __name__ == '__main__':

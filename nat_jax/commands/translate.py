@@ -13,6 +13,7 @@ line for any reader (control characters and Unicode line separators become space
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from typing import Callable, Iterator
@@ -26,7 +27,6 @@ from nat_jax.models.transformer import INFERENCE_DTYPES
 from nat_jax.run.translator import Translator
 
 FLAGS = flags.FLAGS
-DECODER_OVERRIDES: dict[str, str] = {}  # --decoder.<opt>=<v>, taken out of argv before absl parses it
 
 
 def read_lines(stream) -> Iterator[str]:
@@ -86,14 +86,14 @@ def translate_stream(translate: Callable[..., list[str]], source, sink, chunk_li
           file=sys.stderr, flush=True)
 
 
-def main(argv):
+def main(argv, decoder_options: dict[str, str]):
   translator = cli.cli_prologue(
       FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
       lambda run: Translator.from_run(run, FLAGS.decoder, batch_size=FLAGS.batch_size, workdir=FLAGS.workdir,
-                                      **DECODER_OVERRIDES),
+                                      **decoder_options),
       FLAGS.dtype)[1]
   work = lambda source, sink: translate_stream(translator.translate, source, sink, FLAGS.chunk_lines,
-                                               f'decoder {translator.decoder} {translator.options}')
+                                               f'decoder {translator.decoder} {dataclasses.asdict(translator.options)}')
   with open(FLAGS.input, 'rb') if FLAGS.input else sys.stdin.buffer as source:
     if FLAGS.output:
       with atomic_output(FLAGS.output, fsync=False) as sink:
@@ -102,7 +102,7 @@ def main(argv):
       work(source, sys.stdout)
 
 
-console = cli.command(COMMAND_FLAGS, main, DECODER_OVERRIDES)  # `nat-jax-translate`, `python -m nat_jax.translate`
+console = cli.command(COMMAND_FLAGS, main, decoder_options=True)  # `nat-jax-translate`, `python -m nat_jax.translate`
 
 
 if __name__ == '__main__':

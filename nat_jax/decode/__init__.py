@@ -13,15 +13,39 @@
   mask_predict.py                  Mask-Predict (MaskPredictor: CMLM)
   hrt.py                           Skip-AT then one Skip-CMLM fill (HybridScorer: HRT)
 
-A new decoder is a function `fn(view, src, **options) -> DecodeOutput` registered with
-`@register_decoder('name', <Protocol>, **typed option defaults)`; it then runs on every method
-whose `views()` offers that Protocol.
+  options.py                       each decoder's options: a frozen dataclass, its fields' rules and help
+
+A new decoder is one module here: a function `fn(view, src, **options) -> DecodeOutput` registered
+with `@register_decoder('name', <Protocol>, <its Options dataclass>)` where it is defined. Every module
+of this package is imported (so registered) with it, and so is every module another installed package
+names under the entry-point group `nat_jax.decoders`; a decoder then runs on every method whose
+`views()` offers its Protocol, in every command, the server and the `Translator`.
 """
-from nat_jax.views import (DecodeOutput, Graph, GraphPredictor, HybridScorer, LeftToRightScorer, MaskPredictor,
-                           RunResources, WindowDrafter)
+import importlib
+import importlib.metadata
+import pkgutil
+
+from nat_jax.decode.options import Options
 from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, check_decoder, cuts_rows, decode_program,
                                      decoders_for, describe_options, make_decode_fn, method_view, parse_options,
-                                     register_decoder)
+                                     register_decoder, run_options)
+from nat_jax.errors import log
+from nat_jax.views import (DecodeOutput, Graph, GraphPredictor, HybridScorer, LeftToRightScorer, MaskPredictor,
+                           RunResources, WindowDrafter)
 
-from nat_jax.decode import beam, dag, dag_beam, greedy, hrt, jacobi, mask_predict, multiword_beam  # noqa: E402,F401  (register decoders)
-from nat_jax.decode import drafted  # noqa: E402,F401  (registered last: it builds on greedy and jacobi)
+PLUGIN_GROUP = 'nat_jax.decoders'  # entry points of other packages: modules that register decoders
+
+
+def import_decoders():
+  """Import (so register) every module of this package, then every decoder module other packages name
+  under PLUGIN_GROUP; one that fails to import is a warning naming it, not a failed command."""
+  for module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f'{__name__}.{module.name}')
+  for entry in importlib.metadata.entry_points(group=PLUGIN_GROUP):
+    try:
+      entry.load()
+    except Exception as e:  # noqa: BLE001 - another package's bug must not stop ours
+      log.warning('decoder plugin %s (%s) failed to import: %s: %s', entry.name, entry.value, type(e).__name__, e)
+
+
+import_decoders()

@@ -7,6 +7,7 @@ hypothesis can end above max(alive logp) / lp(T_max).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Optional
 
 import flax
@@ -17,6 +18,7 @@ from nat_jax.core.masks import NEG_INF
 from nat_jax.core.tokens import BOS_ID, EOS_ID, through_first_eos
 from nat_jax.decode.lengths import resolve_max_len
 from nat_jax.decode.loop import decode_loop
+from nat_jax.decode.options import Bounded, choice, hypotheses, weight
 from nat_jax.decode.registry import register_decoder
 from nat_jax.errors import ConfigError
 from nat_jax.views import DecodeOutput, LeftToRightScorer, one_token_per_step_message, require_one_token_per_step
@@ -200,31 +202,31 @@ def best_hypotheses(final: BeamState, alpha: float, count: int, start_slots: int
   return seqs, jnp.where(usable, scores, NEG_INF), jnp.where(usable, logp, NEG_INF)
 
 
-def check_beam(method, options):
+def check_beam(method, options: 'BeamOptions'):
   """The registry's check: a method whose left-to-right view writes several tokens per step (IBDecoder,
-  SA) has no beam (it has multiword_beam); style and early_stopping are names."""
+  SA) has no beam (it has multiword_beam)."""
   z = method.tokens_per_step
   if z != 1:
     raise ConfigError(one_token_per_step_message('beam', z))
-  for key, names in (('style', STYLES), ('early_stopping', EARLY_STOPPING)):
-    if options[key] not in names:
-      raise ConfigError(f'--decoder.{key}={options[key]}: beam needs one of {list(names)}.')
 
 
-@register_decoder('beam', LeftToRightScorer, check=check_beam, beam_size=4, alpha=LENGTH_PENALTY,
-                  max_len=0, style='gnmt', early_stopping='false',
+@dataclasses.dataclass(frozen=True)
+class BeamOptions(Bounded):
+  beam_size: int = hypotheses(4, 'hypotheses kept per sentence')
+  alpha: float = weight(LENGTH_PENALTY, 'length penalty: a finished score is log p / ((5 + length) / 6)^alpha (style '
+                                        'gnmt) or log p / length^alpha (style generate); 0 compares raw '
+                                        'log-probabilities')
+  style: str = choice('gnmt', "'gnmt', or 'generate': as Hugging Face's generate searches (length^alpha, its "
+                              "stopping rule, EOS forced after max_len tokens): a converted OPUS-MT run's default",
+                      STYLES)
+  early_stopping: str = choice('false', "style generate: generate's early_stopping ('false', 'true': stop once "
+                                        "beam_size have finished, 'never')", EARLY_STOPPING)
+
+
+@register_decoder('beam', LeftToRightScorer, BeamOptions, check=check_beam,
                   about='Beam search with the GNMT length penalty over a model that writes one token per step (the '
                         'IBDecoder family writes several: use `multiword_beam`). A sentence stops once no alive '
-                        'hypothesis can beat its best finished one.',
-                  option_help={'beam_size': 'hypotheses kept per sentence',
-                               'alpha': 'length penalty: a finished score is log p / ((5 + length) / 6)^alpha (style '
-                                        'gnmt) or log p / length^alpha (style generate); 0 compares raw '
-                                        'log-probabilities',
-                               'style': "'gnmt', or 'generate': as Hugging Face's generate searches (length^alpha, "
-                                        'its stopping rule, EOS forced after max_len tokens): a converted OPUS-MT '
-                                        "run's default",
-                               'early_stopping': "style generate: generate's early_stopping ('false', 'true': stop "
-                                                 "once beam_size have finished, 'never')"})
+                        'hypothesis can beat its best finished one.')
 def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = LENGTH_PENALTY,
                 max_len: int = 0, style: str = 'gnmt', early_stopping: str = 'false') -> DecodeOutput:
   """Best finished hypothesis per row by logp / lp(length) (length counts EOS); a row with none

@@ -14,6 +14,7 @@ joint-Viterbi need every vertex's best token score and project the whole graph.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -22,6 +23,7 @@ import jax.numpy as jnp
 from nat_jax.core.graph import IMPOSSIBLE, clean_log, transition_mask, viterbi_backtrace, viterbi_forward
 from nat_jax.core.reduce import argmax, max_and_argmax
 from nat_jax.core.tokens import clean_path_tokens
+from nat_jax.decode.options import Options, remove_repeats, weight
 from nat_jax.decode.registry import register_decoder
 from nat_jax.views import DecodeOutput, GraphPredictor
 
@@ -168,7 +170,18 @@ def joint_viterbi_path(graphs: GraphPredictor, src, beta: float = 1.0) -> tuple[
 DAG_PATHS = {'dag_greedy': greedy_path, 'dag_lookahead': lookahead_path, 'dag_joint_viterbi': joint_viterbi_path}
 
 
-@register_decoder('dag_greedy', GraphPredictor, row_bounds=True, remove_repeats=True,
+@dataclasses.dataclass(frozen=True)
+class PathOptions(Options):
+  remove_repeats: bool = remove_repeats()
+
+
+@dataclasses.dataclass(frozen=True)
+class JointViterbiOptions(PathOptions):
+  beta: float = weight(1.0, 'length exponent of the normalisation score / m^beta (the papers tune it per task, 0.1 '
+                            'to 3.5)')
+
+
+@register_decoder('dag_greedy', GraphPredictor, PathOptions, row_bounds=True,
                   about='DA-Transformer: from vertex 0, follow the most probable transition to the last vertex and '
                         'read the most probable token of every vertex on the path. Only the path is projected onto '
                         'the vocabulary; BOS, EOS and PAD leave the text, and the length bound applies after repeat '
@@ -178,7 +191,7 @@ def dag_greedy(graphs: GraphPredictor, src, remove_repeats: bool = True) -> Deco
   return _finish(graphs, src, *greedy_path(graphs, src), remove_repeats)
 
 
-@register_decoder('dag_lookahead', GraphPredictor, row_bounds=True, remove_repeats=True,
+@register_decoder('dag_lookahead', GraphPredictor, PathOptions, row_bounds=True,
                   about='DA-Transformer: as `dag_greedy`, but the next vertex maximises the transition plus that '
                         "vertex's best token score (log E_ij + max_y log P(y | j)). The DA-Transformer recipes' "
                         'default: one loop-free program per batch.')
@@ -187,12 +200,10 @@ def dag_lookahead(graphs: GraphPredictor, src, remove_repeats: bool = True) -> D
   return _finish(graphs, src, *lookahead_path(graphs, src), remove_repeats)
 
 
-@register_decoder('dag_joint_viterbi', GraphPredictor, row_bounds=True, beta=1.0, remove_repeats=True,
+@register_decoder('dag_joint_viterbi', GraphPredictor, JointViterbiOptions, row_bounds=True,
                   about='DA-Transformer: for every length m, the best path of m vertices scored by its transitions '
                         "plus each vertex's best token; the length with the best score / m^beta wins (FA-DAT's "
-                        'joint-Viterbi decoding).',
-                  option_help={'beta': 'length exponent of the normalisation score / m^beta (the papers tune it per '
-                                       'task, 0.1 to 3.5)'})
+                        'joint-Viterbi decoding).')
 def dag_joint_viterbi(graphs: GraphPredictor, src, beta: float = 1.0, remove_repeats: bool = True) -> DecodeOutput:
   """The text of `joint_viterbi_path`; the returned score is that normalized path score."""
   return _finish(graphs, src, *joint_viterbi_path(graphs, src, beta), remove_repeats)

@@ -41,6 +41,7 @@ cannot be lifted by the LM).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple, Optional
 
 import flax
@@ -52,6 +53,7 @@ from nat_jax.core.graph import clean_log, transition_mask
 from nat_jax.core.tokens import BOS_ID, clean_path_tokens
 from nat_jax.decode import ngram_lm
 from nat_jax.decode.ngram_lm import LmTables, lm_logprob
+from nat_jax.decode.options import Options, Rule, choice, hypotheses, option, remove_repeats, weight
 from nat_jax.decode.registry import register_decoder
 from nat_jax.errors import ConfigError
 from nat_jax.views import DecodeOutput, GraphPredictor, RunResources
@@ -409,63 +411,63 @@ def dag_beam_search_host(log_trans: jax.Array, log_probs: jax.Array, graph_lengt
 SEARCHES = {'host': dag_beam_search_host, 'device': dag_beam_search}  # --decoder.search
 
 
-def chosen_search(options: dict, platform: str = 'cpu', devices: int = 1) -> str:
+def chosen_search(search: str, lm: bool, platform: str = 'cpu', devices: int = 1) -> str:
   """--decoder.search, 'auto' resolved to the faster search: on a CPU the host without an LM, the device
   with one (whose lookups would be many small numpy calls on the host);
   on an accelerator always the device, so a default decoder never calls back to the host
   (nat_jax.aot counts host callbacks per program). With several devices a batch's rows are split over
   them and a host callback stalls their collectives (XLA:CPU's in-process all-reduce waits for the
   device running the callback), so the search stays on the devices there too."""
-  if options['search'] != 'auto':
-    return options['search']
-  return 'device' if options['lm'] or platform != 'cpu' or devices > 1 else 'host'
+  if search != 'auto':
+    return search
+  return 'device' if lm or platform != 'cpu' or devices > 1 else 'host'
 
 
-def prepare_lm(method, options: dict, resources: Optional[RunResources], platform: str = 'cpu'):
+def prepare_lm(method, options: 'DagBeamOptions', resources: Optional[RunResources], platform: str = 'cpu'):
   """The registry's prepare: resolve `search` for `platform`, and turn `lm` (an ARPA file over the run's
   sentencepiece pieces, read by the run layer: `resources.ngram_model`) into LmTables once; `dag_beam`
   gets them as `lm_tables`, as device arrays (jit arguments) for the device search, as numpy arrays (held
   by the host search's callback) for the host one. Without an LM, nothing."""
-  options = dict(options, search=chosen_search(options, platform, jax.device_count()))
-  if options['search'] == 'host' and jax.device_count() > 1:
+  search = chosen_search(options.search, bool(options.lm), platform, jax.device_count())
+  if search == 'host' and jax.device_count() > 1:
     raise ConfigError(f'--decoder.search=host searches on one device; this process has {jax.device_count()} (a '
                       'batch is split over them): use --decoder.search=device or auto.')
-  path = options.pop('lm')
+  kwargs = {**options.kwargs(), 'search': search}
+  path = kwargs.pop('lm')
   if not path:
-    return (lambda extra, src: {}), None, options
+    return (lambda extra, src: {}), None, kwargs
   if resources is None or resources.tokenizer is None:
     raise ConfigError('--decoder.lm needs the run\'s tokenizer to map the LM\'s pieces to token ids.')
   tokenizer = resources.tokenizer
   tables = ngram_lm.build_tables(resources.ngram_model(path), tokenizer.word_ids(), tokenizer.vocab_size)
-  if options['search'] == 'host':
-    return (lambda extra, src: {}), None, {**options, 'lm_tables': ngram_lm.host_tables(tables)}
-  return (lambda extra, src: {'lm_tables': extra}), tables, options
+  if search == 'host':
+    return (lambda extra, src: {}), None, {**kwargs, 'lm_tables': ngram_lm.host_tables(tables)}
+  return (lambda extra, src: {'lm_tables': extra}), tables, kwargs
 
 
-def check_options(method, options: dict):
-  if options['search'] not in ('auto', *SEARCHES):
-    raise ConfigError(f'--decoder.search={options["search"]!r}: dag_beam searches on auto, {" or ".join(SEARCHES)}.')
+@dataclasses.dataclass(frozen=True)
+class DagBeamOptions(Options):
+  beam_size: int = hypotheses(16, 'output prefixes kept per sentence')
+  top_cand: int = option(5, 'best tokens each vertex offers to the prefixes',
+                         Rule('at least 1 candidate token per vertex', 1))
+  alpha: float = weight(1.1, 'length exponent of the final score (1.0 was best on our validation set)')
+  beta: float = weight(1.0, 'exponent of the token probabilities against the transitions: P(y | v)^beta')
+  remove_repeats: bool = remove_repeats()
+  lm: str = option('', "an ARPA n-gram model over the run's target pieces (set by the command line or the server, "
+                       'never by a request)', names_file=True)
+  gamma: float = weight(0.1, "the LM's weight (used with `lm`; 1.0 was best on our validation set, the reference's "
+                             '0.1 suits converged models)')
+  lm_pool: int = option(4, 'extensions per beam re-ranked with the LM (lm_pool x beam_size)', Rule('1 to 64', 1, 64))
+  search: str = choice('auto', 'host (numpy, one sentence at a time, stops early), device (one batched loop) or '
+                               'auto: the host on a one-device CPU without an LM, else the device; same outputs',
+                       ('auto', *SEARCHES))
 
 
-@register_decoder('dag_beam', GraphPredictor, check=check_options, prepare=prepare_lm, row_bounds=True,
-                  beam_size=16, top_cand=5,
-                  alpha=1.1, beta=1.0, remove_repeats=True, lm='', gamma=0.1, lm_pool=4, search='auto',
+@register_decoder('dag_beam', GraphPredictor, DagBeamOptions, prepare=prepare_lm, row_bounds=True,
                   about='DA-Transformer beam search over outputs, each scored by the sum over all of its paths '
                         'through the graph, (log P(y) + gamma log10 P_lm(y)) / |y|^alpha, optionally with an n-gram '
                         'language model over the target pieces (`python -m nat_jax.lm` estimates one from a run). '
-                        'Exact against enumeration on small graphs, with and without an LM.',
-                  option_help={'beam_size': 'output prefixes kept per sentence',
-                               'top_cand': 'best tokens each vertex offers to the prefixes',
-                               'alpha': 'length exponent of the final score (1.0 was best on our validation set)',
-                               'beta': 'exponent of the token probabilities against the transitions: P(y | v)^beta',
-                               'lm': 'an ARPA n-gram model over the run\'s target pieces (set by the command line or '
-                                     'the server, never by a request)',
-                               'gamma': "the LM's weight (used with `lm`; 1.0 was best on our validation set, the "
-                                        "reference's 0.1 suits converged models)",
-                               'lm_pool': 'extensions per beam re-ranked with the LM (lm_pool x beam_size)',
-                               'search': 'host (numpy, one sentence at a time, stops early), device (one batched '
-                                         'loop) or auto: the host on a one-device CPU without an LM, else the device; '
-                                         'same outputs'})
+                        'Exact against enumeration on small graphs, with and without an LM.')
 def dag_beam(graphs: GraphPredictor, src, beam_size: int = 16, top_cand: int = 5, alpha: float = 1.1,
              beta: float = 1.0, remove_repeats: bool = True, gamma: float = 0.1, lm_pool: int = 4,
              search: str = 'auto', lm_tables: Optional[LmTables] = None) -> DecodeOutput:
@@ -477,7 +479,7 @@ def dag_beam(graphs: GraphPredictor, src, beam_size: int = 16, top_cand: int = 5
   Returns its normalized score; aux 'length' (text tokens) and 'path' (tokens incl. the last vertex's)."""
   graph = graphs.predict_graph(src)
   log_probs = graphs.vertex_log_probs(graph.hidden)
-  search = chosen_search({'search': search, 'lm': lm_tables is not None}, jax.default_backend(), jax.device_count())
+  search = chosen_search(search, lm_tables is not None, jax.default_backend(), jax.device_count())
   final = SEARCHES[search](graph.log_trans, log_probs, graph.graph_lengths, beam_size, top_cand, alpha, beta,
                            lm_tables, gamma, lm_pool)
   found = jnp.isfinite(final.fin_scores[:, 0])  # [B]: a row with no finished prefix (no path) gives an empty text

@@ -40,6 +40,7 @@ run, no drafter named), or from any function of the source or any WindowDrafter 
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional
 
 import flax
@@ -52,6 +53,7 @@ from nat_jax.core.tokens import BOS_ID, through_first_eos
 from nat_jax.decode.jacobi import final_eos, leading_run
 from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.loop import decode_loop
+from nat_jax.decode.options import Bounded, Rule, choice, option, steps, weight
 from nat_jax.decode.redraft import REDRAFTERS
 from nat_jax.decode.registry import DECODERS, check_decoder, method_view, parse_options, register_decoder
 from nat_jax.errors import ConfigError
@@ -222,22 +224,17 @@ def parse_drafter(spec: str) -> tuple[str, str, dict[str, str]]:
   return workdir, name, dict(o.split('=', 1) for o in opts)
 
 
-def check_drafted(method, options):
-  if options['update'] == 'redraft' and not options['drafter']:
+def check_drafted(method, options: 'DraftedOptions'):
+  if options.update == 'redraft' and not options.drafter:
     raise ConfigError('--decoder.update=redraft re-drafts with a drafter run: add --decoder.drafter=<workdir of a '
                       f'DA-Transformer or CMLM run> (decoder {[r.decoder for r in REDRAFTERS.values()]}).')
-  if not options['drafter'] and WindowDrafter not in method.views():
+  if not options.drafter and WindowDrafter not in method.views():
     raise ConfigError('drafted needs a drafter: --decoder.drafter=<workdir of a trained run>[:<decoder>] (any run '
                       'with the same tokenizer; a non-autoregressive one drafts in one or a few passes; a '
                       'self-drafting run, configs/selfdraft_bible_tiny.py, drafts with its own head).')
-  if options['drafter']:
-    parse_drafter(options['drafter'])
-  if options['beta'] < 1:
-    raise ConfigError(f'--decoder.beta={options["beta"]}: drafted accepts a token among the verifier\'s top beta; '
-                      'beta must be at least 1 (1: exact, the verifier\'s greedy output).')
-  if options['update'] not in UPDATES:
-    raise ConfigError(f'--decoder.update={options["update"]!r}: one of {UPDATES}.')
-  if options['update'] == 'redraft' and not method.feeds_draft_heads:
+  if options.drafter:
+    parse_drafter(options.drafter)
+  if options.update == 'redraft' and not method.feeds_draft_heads:
     raise ConfigError(f'--decoder.update=redraft needs a verifier that writes the output one token per step in '
                       f'text order (an AT run); method {method.name!r} does not: use update=jacobi or draft.')
 
@@ -246,16 +243,16 @@ def load_drafter(method, options, resources: Optional[RunResources], platform: s
   """The registry's prepare: (draft fn, drafter params, options of drafted_decode). The drafter run comes
   from the run layer (`resources.drafter_run(workdir)`, which refuses one with another tokenizer;
   nat_jax.aot's builds abstract parameters from a recipe); here its decoder and options are checked."""
-  fn_options = {k: v for k, v in options.items() if k != 'drafter'}
-  if not options['drafter']:  # a self-drafting run: its scorer carries its head
+  fn_options = {k: v for k, v in options.kwargs().items() if k != 'drafter'}
+  if not options.drafter:  # a self-drafting run: its scorer carries its head
     return (lambda params, src: {}), None, fn_options
-  workdir, name, overrides = parse_drafter(options['drafter'])
+  workdir, name, overrides = parse_drafter(options.drafter)
   if resources is None:
     raise ConfigError('drafted needs the run layer to load the drafter run (build_decoder(..., '
                       'resources=nat_jax.run.resources.Resources(run.tokenizer))).')
   run = resources.drafter_run(workdir)
-  if options['update'] == 'redraft':
-    return redrafter(run, name, overrides, options['block']), run.params, fn_options
+  if options.update == 'redraft':
+    return redrafter(run, name, overrides, options.block), run.params, fn_options
   if not name and WindowDrafter in run.method.views():
     return head_drafter(method, run), run.params, fn_options
   name = name or run.config.test_decoder
@@ -267,7 +264,7 @@ def load_drafter(method, options, resources: Optional[RunResources], platform: s
   build, fn = method_view(run.method, DECODERS[name].needs, f'drafter decoder {name!r}'), DECODERS[name].fn
 
   def draft(params, src):
-    return {'draft': fn(build(params), src, **drafter_options).tokens}
+    return {'draft': fn(build(params), src, **drafter_options.kwargs()).tokens}
   return draft, run.params, fn_options
 
 
@@ -286,7 +283,7 @@ def redrafter(run, name: str, overrides: dict[str, str], block: int):
   drafter_options = parse_options(how.decoder, overrides)
   check_decoder(run.method, how.decoder, drafter_options)
   build = views[protocol]
-  return lambda params, src: {'head': how.build(build(params), src, block, **drafter_options)}
+  return lambda params, src: {'head': how.build(build(params), src, block, **drafter_options.kwargs())}
 
 
 def head_drafter(method, run):
@@ -303,21 +300,25 @@ def head_drafter(method, run):
   return lambda params, src: {'head': build(params)}
 
 
-@register_decoder('drafted', LeftToRightScorer, check=check_drafted, prepare=load_drafter, drafter='', block=4,
-                  beta=1, tau=3.0, update='jacobi', max_len=0,
+@dataclasses.dataclass(frozen=True)
+class DraftedOptions(Bounded):
+  drafter: str = option('', '<workdir>[:<decoder>[:opt=value...]] of a run with the same tokenizer (set by the '
+                            'command line or the server, never by a request)', names_file=True)
+  block: int = steps(4, 'decoding steps the verifier checks per pass')
+  beta: int = option(1, "1: exact; > 1: accept a drafted token among the verifier's top beta within tau of its best "
+                        "(SpecDec's relaxed rule; the output then differs from greedy)",
+                     Rule("an integer >= 1 (the verifier's top beta tokens; 1: exact)", 1))
+  tau: float = weight(3.0, 'log-probability margin of the relaxed rule (with beta > 1)')
+  update: str = choice('jacobi', "after a rejection the window's later tokens become the verifier's own predictions "
+                                 "(jacobi), stay the drafter's (draft), or the drafter drafts again from the final "
+                                 'prefix (redraft: a DA-Transformer or CMLM drafter)', UPDATES)
+
+
+@register_decoder('drafted', LeftToRightScorer, DraftedOptions, check=check_drafted, prepare=load_drafter,
                   about='Drafted (speculative) decoding of any left-to-right run: another run drafts the output, the '
                         'verifier scores a window of it per pass and keeps the prefix it agrees with plus its own next '
                         "token. Exact by default (beta 1): the output is the verifier's `greedy` output token for "
-                        'token. A self-drafting run drafts with its own head (no drafter needed).',
-                  option_help={'drafter': '<workdir>[:<decoder>[:opt=value...]] of a run with the same tokenizer '
-                                          '(set by the command line or the server, never by a request)',
-                               'block': 'decoding steps the verifier checks per pass',
-                               'beta': "1: exact; > 1: accept a drafted token among the verifier's top beta within "
-                                       'tau of its best (SpecDec\'s relaxed rule; the output then differs from greedy)',
-                               'tau': 'log-probability margin of the relaxed rule (with beta > 1)',
-                               'update': "after a rejection the window's later tokens become the verifier's own "
-                                         "predictions (jacobi), stay the drafter's (draft), or the drafter drafts "
-                                         'again from the final prefix (redraft: a DA-Transformer or CMLM drafter)'})
+                        'token. A self-drafting run drafts with its own head (no drafter needed).')
 def drafted(scorer: LeftToRightScorer, src: jax.Array, draft: Optional[jax.Array] = None,
             head: Optional[WindowDrafter] = None, block: int = 4, beta: int = 1, tau: float = 3.0,
             update: str = 'jacobi', max_len: int = 0) -> DecodeOutput:

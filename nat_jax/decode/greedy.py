@@ -17,6 +17,7 @@ from nat_jax.core.reduce import scored_argmax
 from nat_jax.core.tokens import BOS_ID, EOS_ID, ceil_div, through_first_eos
 from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.loop import decode_loop
+from nat_jax.decode.options import Bounded
 from nat_jax.decode.registry import register_decoder
 from nat_jax.views import DecodeOutput, LeftToRightScorer
 
@@ -60,7 +61,7 @@ def greedy_search(scorer: LeftToRightScorer, enc, batch: int, num_steps: int) ->
                      batch, live=lambda s: ~s.done)
 
 
-@register_decoder('greedy', LeftToRightScorer, row_bounds=True, max_len=0,
+@register_decoder('greedy', LeftToRightScorer, Bounded, row_bounds=True,
                   about='The most probable token at every step until EOS. On the IBDecoder family each step writes '
                         'z = h x c tokens (the argmax of each slot), then the output is de-interleaved; on an HRT run '
                         "it decodes the Skip-AT view alone (every k-th token: use `hrt` for translations).")

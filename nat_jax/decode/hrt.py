@@ -14,6 +14,8 @@ One jitted call per batch; the encoder runs once and both phases share it.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
@@ -23,6 +25,7 @@ from nat_jax.decode.beam import LENGTH_PENALTY, add_beam_dim, beam_search, best_
 from nat_jax.decode.greedy import greedy_search
 from nat_jax.decode.jacobi import finish, jacobi_search
 from nat_jax.decode.mask_predict import predict
+from nat_jax.decode.options import MAX_BLOCK, Bounded, Rule, hypotheses, option, weight
 from nat_jax.decode.registry import register_decoder
 from nat_jax.errors import ConfigError
 from nat_jax.views import DecodeOutput, HybridScorer
@@ -37,29 +40,34 @@ def fill_chunks(view: HybridScorer, enc, skips: jax.Array, k: int) -> tuple[jax.
   return jnp.where(fill, tok, inputs), jnp.sum(jnp.where(fill, tok_logp, 0.0), axis=1)
 
 
-def check_hrt_options(method, options):
+def check_hrt_options(method, options: 'HrtOptions'):
   """The registry's check: chunk is 0, 1 or the model's k; b_nat <= b_at; Jacobi only with b_at = 1."""
   k = method.chunk  # only HRT methods offer its view (check_decoder asks method_view first)
-  if options['chunk'] not in (0, 1, k):
-    raise ConfigError(f'--decoder.chunk={options["chunk"]}: this HRT model was trained with chunk k={k}; use 0 or '
+  if options.chunk not in (0, 1, k):
+    raise ConfigError(f'--decoder.chunk={options.chunk}: this HRT model was trained with chunk k={k}; use 0 or '
                       f'{k} (hybrid decoding) or 1 (left to right).')
-  if options['b_nat'] > options['b_at']:
-    raise ConfigError(f'hrt needs b_nat <= b_at, got b_at={options["b_at"]}, b_nat={options["b_nat"]}.')
-  if options['jacobi_block'] and options['b_at'] != 1:
-    raise ConfigError(f'hrt: jacobi_block={options["jacobi_block"]} replaces greedy Skip-AT and needs b_at = 1 '
-                      f'(got b_at={options["b_at"]}).')
+  if options.b_nat > options.b_at:
+    raise ConfigError(f'hrt needs b_nat <= b_at, got b_at={options.b_at}, b_nat={options.b_nat}.')
+  if options.jacobi_block and options.b_at != 1:
+    raise ConfigError(f'hrt: jacobi_block={options.jacobi_block} replaces greedy Skip-AT and needs b_at = 1 '
+                      f'(got b_at={options.b_at}).')
 
 
-@register_decoder('hrt', HybridScorer, check=check_hrt_options, b_at=1, b_nat=1, alpha=LENGTH_PENALTY, chunk=0,
-                  jacobi_block=0, max_len=0,
+@dataclasses.dataclass(frozen=True)
+class HrtOptions(Bounded):
+  b_at: int = hypotheses(1, 'Skip-AT beams (1: greedy)')
+  b_nat: int = hypotheses(1, 'Skip-AT hypotheses filled and scored (at most b_at)')
+  alpha: float = weight(LENGTH_PENALTY, 'GNMT length penalty of the Skip-AT beam search')
+  chunk: int = option(0, "0: the model's k; 1: decode the same model plainly left to right (C_d = 1)",
+                      Rule("0 (the model's chunk size) or a chunk size", 0))
+  jacobi_block: int = option(0, 'n > 0: the Skip-AT phase by Jacobi decoding in blocks of n steps (same output as '
+                                'greedy Skip-AT); 0: greedy steps',
+                             Rule(f'0 (off) or a block of 1 to {MAX_BLOCK} steps', 0, MAX_BLOCK))
+
+
+@register_decoder('hrt', HybridScorer, HrtOptions, check=check_hrt_options,
                   about='HRT: Skip-AT writes every k-th token left to right (greedy, or beam search), one Skip-CMLM '
-                        'pass per kept hypothesis fills the tokens between; the best unnormalised score wins.',
-                  option_help={'b_at': 'Skip-AT beams (1: greedy)',
-                               'b_nat': 'Skip-AT hypotheses filled and scored (at most b_at)',
-                               'alpha': 'GNMT length penalty of the Skip-AT beam search',
-                               'chunk': "0: the model's k; 1: decode the same model plainly left to right (C_d = 1)",
-                               'jacobi_block': 'n > 0: the Skip-AT phase by Jacobi decoding in blocks of n steps '
-                                               '(same output as greedy Skip-AT); 0: greedy steps'})
+                        'pass per kept hypothesis fills the tokens between; the best unnormalised score wins.')
 def hrt_decode(view: HybridScorer, src: jax.Array, b_at: int = 1, b_nat: int = 1, alpha: float = LENGTH_PENALTY,
                chunk: int = 0, jacobi_block: int = 0, max_len: int = 0) -> DecodeOutput:
   """chunk: 0 = the model's k, 1 = left to right; jacobi_block: 0 = greedy Skip-AT, n > 0 = Jacobi

@@ -44,6 +44,7 @@ rule. Both names are kept for parity with the paper's tables; PJ is one block ov
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Callable
 
@@ -55,6 +56,7 @@ from nat_jax.core.reduce import scored_argmax
 from nat_jax.core.tokens import BOS_ID, EOS_ID, ceil_div, through_first_eos
 from nat_jax.decode.lengths import decode_steps
 from nat_jax.decode.loop import decode_loop
+from nat_jax.decode.options import Bounded, steps
 from nat_jax.decode.registry import register_decoder
 from nat_jax.views import DecodeOutput, LeftToRightScorer
 
@@ -207,7 +209,7 @@ def algorithm_options(name: str, block_size: int) -> dict:
   return {'block_size': block_size if ALGORITHMS[name] else 0}
 
 
-@register_decoder('jacobi_pj', LeftToRightScorer, row_bounds=True, max_len=0,
+@register_decoder('jacobi_pj', LeftToRightScorer, Bounded, row_bounds=True,
                   about="Jacobi decoding with one block over the whole length: greedy's output token for token, in at "
                         'most as many decoder passes as greedy has steps, each pass re-scoring the whole draft.')
 def jacobi_pj(scorer: LeftToRightScorer, src, max_len: int = 0) -> DecodeOutput:
@@ -215,19 +217,22 @@ def jacobi_pj(scorer: LeftToRightScorer, src, max_len: int = 0) -> DecodeOutput:
   return jacobi_decode(scorer, src, max_len=max_len, **algorithm_options('pj', 0))
 
 
-@register_decoder('jacobi_pgj', LeftToRightScorer, row_bounds=True, block_size=3, max_len=0,
+@dataclasses.dataclass(frozen=True)
+class BlockOptions(Bounded):
+  block_size: int = steps(3, 'decoding steps per block (z tokens each on the IBDecoder family)')
+
+
+@register_decoder('jacobi_pgj', LeftToRightScorer, BlockOptions, row_bounds=True,
                   about="Jacobi decoding in consecutive blocks (Gauss-Seidel-Jacobi): greedy's output token for "
-                        'token; a block is iterated until it stops changing, then the next one starts.',
-                  option_help={'block_size': 'decoding steps per block (z tokens each on the IBDecoder family)'})
+                        'token; a block is iterated until it stops changing, then the next one starts.')
 def jacobi_pgj(scorer: LeftToRightScorer, src, block_size: int = 3, max_len: int = 0) -> DecodeOutput:
   """Parallel Gauss-Seidel-Jacobi: blocks of `block_size`; a row stops once an EOS is final."""
   return jacobi_decode(scorer, src, max_len=max_len, **algorithm_options('pgj', block_size))
 
 
-@register_decoder('jacobi_hgj', LeftToRightScorer, row_bounds=True, block_size=3, max_len=0,
+@register_decoder('jacobi_hgj', LeftToRightScorer, BlockOptions, row_bounds=True,
                   about="Hybrid Gauss-Seidel-Jacobi: blocks as `jacobi_pgj`, no oracle length; a sentence stops once "
-                        "its converged prefix holds EOS. Greedy's output token for token on every left-to-right view.",
-                  option_help={'block_size': 'decoding steps per block (z tokens each on the IBDecoder family)'})
+                        "its converged prefix holds EOS. Greedy's output token for token on every left-to-right view.")
 def jacobi_hgj(scorer: LeftToRightScorer, src, block_size: int = 3, max_len: int = 0) -> DecodeOutput:
   """Hybrid GS-Jacobi: blocks of `block_size`, no oracle length; a row stops once its converged prefix holds an EOS."""
   return jacobi_decode(scorer, src, max_len=max_len, **algorithm_options('hgj', block_size))

@@ -15,6 +15,8 @@ sentence whose chosen candidate was).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
@@ -22,6 +24,7 @@ from nat_jax.core.reduce import argmax
 from nat_jax.core.tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID
 from nat_jax.decode.beam import add_beam_dim
 from nat_jax.decode.lengths import resolve_max_len
+from nat_jax.decode.options import Bounded, Rule, hypotheses, option
 from nat_jax.decode.registry import register_decoder
 from nat_jax.errors import ConfigError
 from nat_jax.views import DecodeOutput, MaskPredictor
@@ -58,12 +61,17 @@ def predict(view: MaskPredictor, enc, tokens: jax.Array,
   return tok, jnp.take_along_axis(logp, tok[..., None], axis=-1)[..., 0]
 
 
-@register_decoder('mask_predict', MaskPredictor, iterations=10, length_beam=5, max_len=0,
+@dataclasses.dataclass(frozen=True)
+class MaskPredictOptions(Bounded):
+  iterations: int = option(10, 'refinement passes (the first predicts every token)',
+                           Rule('1 to 1000 iterations', 1, 1000))
+  length_beam: int = hypotheses(5, 'length candidates decoded side by side', 'length candidates')
+
+
+@register_decoder('mask_predict', MaskPredictor, MaskPredictOptions,
                   about='CMLM Mask-Predict: the most probable target lengths are decoded side by side; every '
                         'iteration re-masks the least confident tokens and predicts them again; the candidate with '
-                        'the best mean log-probability wins. A predicted length above the bound is clamped.',
-                  option_help={'iterations': 'refinement passes (the first predicts every token)',
-                               'length_beam': 'length candidates decoded side by side'})
+                        'the best mean log-probability wins. A predicted length above the bound is clamped.')
 def mask_predict_decode(view: MaskPredictor, src: jax.Array, iterations: int = 10, length_beam: int = 5,
                         max_len: int = 0) -> DecodeOutput:
   """Returns tokens i32[B, W] (text, EOS, then 0), the chosen candidate's mean text log-probability,

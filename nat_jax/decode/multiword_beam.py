@@ -24,6 +24,8 @@ word where IBDecoder's two directions meet. Repeats of longer n-grams are kept.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
@@ -31,6 +33,7 @@ from nat_jax.core.masks import NEG_INF
 from nat_jax.core.tokens import EOS_ID, clean_path_tokens, through_first_eos
 from nat_jax.decode.beam import LENGTH_PENALTY, BeamState, best_hypotheses, next_state, search
 from nat_jax.decode.lengths import decode_steps
+from nat_jax.decode.options import Bounded, hypotheses, option, weight
 from nat_jax.decode.registry import register_decoder
 from nat_jax.views import DecodeOutput, LeftToRightScorer
 
@@ -93,16 +96,19 @@ def multiword_search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int,
                 lambda e, s: multiword_step(scorer, e, s, alpha, ban_first_eos))
 
 
-@register_decoder('multiword_beam', LeftToRightScorer, beam_size=4, alpha=LENGTH_PENALTY, dedup=False,
-                  ban_first_eos=True, max_len=0,
+@dataclasses.dataclass(frozen=True)
+class MultiwordBeamOptions(Bounded):
+  beam_size: int = hypotheses(4, 'hypotheses kept per sentence (and tokens tried per slot)')
+  alpha: float = weight(LENGTH_PENALTY, 'GNMT length penalty: log p / ((5 + tokens) / 6)^alpha')
+  dedup: bool = option(False, 'drop a token equal to the one before it after de-interleaving (where the two '
+                              'directions meet)')
+  ban_first_eos: bool = option(True, 'forbid EOS in the first step')
+
+
+@register_decoder('multiword_beam', LeftToRightScorer, MultiwordBeamOptions,
                   about='Beam search over steps of z tokens (the IBDecoder family): the best tokens of each slot are '
                         'combined slot by slot and pruned, an EOS in any slot finishes a hypothesis. With beam 1 and '
-                        'no EOS ban it is `greedy`.',
-                  option_help={'beam_size': 'hypotheses kept per sentence (and tokens tried per slot)',
-                               'alpha': 'GNMT length penalty: log p / ((5 + tokens) / 6)^alpha',
-                               'dedup': 'drop a token equal to the one before it after de-interleaving (where the '
-                                        'two directions meet)',
-                               'ban_first_eos': 'forbid EOS in the first step'})
+                        'no EOS ban it is `greedy`.')
 def multiword_beam(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = LENGTH_PENALTY,
                    dedup: bool = False, ban_first_eos: bool = True, max_len: int = 0) -> DecodeOutput:
   """Beam search over steps of z tokens; the best hypothesis by logp / lp(length), read out by the scorer.

@@ -1,21 +1,23 @@
 """Decoder registry: `--decoder=<name> [--decoder.<opt>=<v>]` -> a jitted (params, src) -> DecodeOutput.
 
-A decoder registers with the Protocol its view must implement and its options with typed
-defaults, so an unknown or mistyped option is an error naming the valid ones. Option values are
-checked before any work (`OPTION_RULES`, and a decoder's own `check` of what depends on the
-method, e.g. HRT's chunk size); every problem is a ConfigError naming the option. Which decoders a
-method supports follows from the views it offers and those checks; no method lists decoder names.
+A decoder registers with the Protocol its view must implement and its options, a frozen dataclass whose
+fields carry their defaults, rules and help (nat_jax.decode.options), so an unknown or mistyped option is
+an error naming the valid ones. Option values are checked before any work (the fields' rules, and a
+decoder's own `check` of what depends on the method, e.g. HRT's chunk size); every problem is a
+ConfigError naming the option. Which decoders a method supports follows from the views it offers and
+those checks; no method lists decoder names.
 """
 from __future__ import annotations
 
 import dataclasses
-import math
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import jax
 import jax.numpy as jnp
 
 from nat_jax.core.tokens import row_length_bounds
+from nat_jax.decode import options as options_lib
+from nat_jax.decode.options import Options, fixed_length
 from nat_jax.errors import ConfigError
 from nat_jax.views import DecodeOutput
 
@@ -23,75 +25,45 @@ from nat_jax.views import DecodeOutput
 @dataclasses.dataclass(frozen=True)
 class Decoder:
   name: str
-  fn: Callable[..., DecodeOutput]  # fn(view, src i32[B, S], **options)
+  fn: Callable[..., DecodeOutput]  # fn(view, src i32[B, S], **options.kwargs())
   needs: type                      # the Protocol (nat_jax.views) its view implements
-  defaults: dict[str, Any]
-  check: Optional[Callable[[Any, dict], None]] = None  # check(method, options): ConfigError if they cannot work
-  # prepare(method, options, resources, platform) -> (extra_fn, extra_params, fn_options), run once when
+  options: type                    # its options: a frozen dataclass of nat_jax.decode.options.Options
+  check: Optional[Callable[[Any, Options], None]] = None  # check(method, options): ConfigError if they cannot work
+  # prepare(method, options, resources, platform) -> (extra_fn, extra_params, fn_kwargs), run once when
   # the decoder is built, for decoders that need another model (drafted: the drafter run; dag_beam: an n-gram LM;
   # both loaded by the run layer, `resources`: nat_jax.views.RunResources) or choose by the platform they run on:
-  # fn gets **extra_fn(extra_params, src) inside the same jit, and fn_options instead of the options.
-  prepare: Optional[Callable[[Any, dict, Any, str], tuple[Callable, Any, dict]]] = None
+  # fn gets **extra_fn(extra_params, src) inside the same jit, and fn_kwargs instead of the options.
+  prepare: Optional[Callable[[Any, Options, Any, str], tuple[Callable, Any, dict]]] = None
   # Its output cut at any length is what it decodes with that length bound (greedy and what equals it, the DAG
   # decoders, which cut their path's text): each row is cut at its own width's bound (`cuts_rows`), so a
   # batch may mix source widths and a sentence's translation still never depends on its batch-mates.
   row_bounds: bool = False
   about: str = ''  # what it does, for users (the decoding page and --help are generated from it)
-  option_help: dict[str, str] = dataclasses.field(default_factory=dict)  # option -> what it sets
+
+  @property
+  def option_names(self) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(self.options))
 
 
 DECODERS: dict[str, Decoder] = {}
 
-MAX_BLOCK = 4096  # tokens (steps) per block: what the longest config decodes; a block past a run's bound is the whole
-MAX_HYPOTHESES = 256  # beams (beam_size, b_at, b_nat, length_beam) per sentence: more would not fit a batch's memory
 
-# What every decoder's option of that name must satisfy: (test, what it must be). Size-like options are
-# bounded here (max_len, whose bound is the run's, in check_decoder), so a value that cannot fit is
-# refused before anything is allocated.
-OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    'beam_size': (lambda v: 1 <= v <= MAX_HYPOTHESES, f'1 to {MAX_HYPOTHESES} beams'),
-    'iterations': (lambda v: 1 <= v <= 1000, '1 to 1000 iterations'),
-    'length_beam': (lambda v: 1 <= v <= MAX_HYPOTHESES, f'1 to {MAX_HYPOTHESES} length candidates'),
-    'b_at': (lambda v: 1 <= v <= MAX_HYPOTHESES, f'1 to {MAX_HYPOTHESES} beams'),
-    'b_nat': (lambda v: 1 <= v <= MAX_HYPOTHESES, f'1 to {MAX_HYPOTHESES} beams'),
-    'block_size': (lambda v: 1 <= v <= MAX_BLOCK, f'1 to {MAX_BLOCK}'),
-    'jacobi_block': (lambda v: 0 <= v <= MAX_BLOCK, f'0 (off) or a block of 1 to {MAX_BLOCK} steps'),
-    'chunk': (lambda v: v >= 0, "0 (the model's chunk size) or a chunk size"),
-    'max_len': (lambda v: v >= 0, "0 (the model's bound) or a positive number of tokens"),
-    'alpha': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
-    'tau': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
-    'block': (lambda v: 1 <= v <= MAX_BLOCK, f'1 to {MAX_BLOCK}'),
-    'beta': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
-    'gamma': (lambda v: math.isfinite(v) and v >= 0, 'a finite number >= 0'),
-    'top_cand': (lambda v: v >= 1, 'at least 1 candidate token per vertex'),
-    'lm_pool': (lambda v: 1 <= v <= 64, '1 to 64'),
-}
-# What an option shared by several decoders, with the same meaning in each, sets (a decoder's own
-# option_help says what its other options set, or what one of these means for it where it differs).
-SHARED_OPTION_HELP = {
-    'max_len': "the most tokens to write; 0: the run's bound for each source (1.5 x its padded width + 10, at most "
-               "config.max_decode_len)",
-    'remove_repeats': 'drop a token equal to the one before it on the path (as the DA-Transformer reference does)',
-}
-TRUE, FALSE = ('true', '1', 'yes'), ('false', '0', 'no')
-
-
-def register_decoder(name: str, needs: type, check: Optional[Callable[[Any, dict], None]] = None,
-                     prepare: Optional[Callable] = None, row_bounds: bool = False, about: str = '',
-                     option_help: Optional[dict[str, str]] = None, **defaults):
-  """Registers `fn(view, src, **options)` as decoder `name`; `about` says what it does and `option_help`
-  what each option (keyword defaults) sets: the decoding page and --help are generated from them."""
+def register_decoder(name: str, needs: type, options: type = Options,
+                     check: Optional[Callable[[Any, Options], None]] = None, prepare: Optional[Callable] = None,
+                     row_bounds: bool = False, about: str = ''):
+  """Registers `fn(view, src, **options)` as decoder `name` with its `options` dataclass (each field's
+  default, rule and help: nat_jax.decode.options); `about` says what it does (the decoding page and --help
+  are generated from it and the fields)."""
   def wrap(fn):
-    DECODERS[name] = Decoder(name, fn, needs, defaults, check, prepare, row_bounds, about, dict(option_help or {}))
+    DECODERS[name] = Decoder(name, fn, needs, options, check, prepare, row_bounds, about)
     return fn
   return wrap
 
 
-def cuts_rows(method, name: str, options: dict[str, Any]) -> bool:
+def cuts_rows(method, name: str, options: Options) -> bool:
   """Whether decoder `name` with `options` bounds each row by its own source width (Decoder.row_bounds, one
   token per step, no fixed max_len): then batches may mix source widths (nat_jax.data.inference_batches)."""
-  return (DECODERS[name].row_bounds and not options.get('max_len', 0)
-          and method.tokens_per_step == 1)
+  return DECODERS[name].row_bounds and not fixed_length(options) and method.tokens_per_step == 1
 
 
 def cut_to_row_bounds(view, out: DecodeOutput, src: jax.Array) -> DecodeOutput:
@@ -103,65 +75,62 @@ def cut_to_row_bounds(view, out: DecodeOutput, src: jax.Array) -> DecodeOutput:
   return out._replace(tokens=jnp.where(keep, out.tokens, 0), aux=aux)
 
 
-def parse_value(key: str, raw: str, kind: type):
-  """One option value from its string form: bools only as true/false (1/0, yes/no)."""
-  if kind is bool:
-    if raw.lower() in TRUE + FALSE:
-      return raw.lower() in TRUE
-    raise ConfigError(f'--decoder.{key}={raw!r}: expected true or false.')
-  try:
-    return kind(raw)
-  except ValueError:
-    raise ConfigError(f'--decoder.{key}={raw!r}: expected {kind.__name__}.') from None
-
-
-def parse_options(name: str, overrides: dict[str, str]) -> dict[str, Any]:
-  """Typed options of decoder `name` from string overrides; ConfigError for unknown names, unknown
-  options and values that break OPTION_RULES."""
+def decoder(name: str) -> Decoder:
+  """The registered decoder `name`; ConfigError naming the registered ones."""
   if name not in DECODERS:
     raise ConfigError(f'Unknown decoder {name!r}; available: {sorted(DECODERS)}.')
-  options = dict(DECODERS[name].defaults)
-  for key, raw in overrides.items():
-    if key not in options:
-      raise ConfigError(f'Decoder {name!r} has no option {key!r}; its options: {sorted(options)}.')
-    options[key] = parse_value(key, raw, type(options[key]))
-  for key, value in options.items():
-    test, requirement = OPTION_RULES.get(key, (None, ''))
-    if test is not None and not test(value):
-      raise ConfigError(f'--decoder.{key}={value}: {name} needs {requirement}.')
-  return options
+  return DECODERS[name]
 
 
-def check_decoder(method, name: str, options: dict[str, Any]):
-  """ConfigError unless decoder `name` with `options` runs on `method`: the method offers its view,
-  `max_len` fits the run's decoder bound (config.max_decode_len), and the decoder's own check passes."""
-  decoder = DECODERS[name]
-  method_view(method, decoder.needs, f'Decoder {name!r}')
-  bound = method.max_target_len
-  if options.get('max_len', 0) > bound:
-    raise ConfigError(f'--decoder.max_len={options["max_len"]}: this run decodes at most {bound} tokens '
+def parse_options(name: str, given: Mapping[str, Any], base: Optional[Options] = None) -> Options:
+  """Typed options of decoder `name`: `given` (strings, or values read as their string form) laid over
+  `base` (default: the decoder's defaults); ConfigError for an unknown decoder or option and for a value
+  that breaks its rule."""
+  return options_lib.parse(name, base if base is not None else decoder(name).options(), given)
+
+
+def run_options(method, name: str, given: Optional[Mapping[str, Any]] = None) -> Options:
+  """Typed options of decoder `name` for a run of `method`: the run's own defaults
+  (method.decoder_defaults: a converted OPUS-MT run's generation settings), `given` laid over them."""
+  return parse_options(name, {**method.decoder_defaults.get(name, {}), **(given or {})})
+
+
+def check_decoder(method, name: str, options: Options):
+  """ConfigError unless decoder `name` with `options` runs on `method`: the options are its own and keep
+  their rules, the method offers its view, `max_len` fits the run's decoder bound (config.max_decode_len),
+  and the decoder's own check passes."""
+  found = decoder(name)
+  if type(options) is not found.options:
+    raise ConfigError(f'Decoder {name!r} takes {found.options.__name__}, got {type(options).__name__}.')
+  options_lib.check(name, options)
+  method_view(method, found.needs, f'Decoder {name!r}')
+  bound, fixed = method.max_target_len, fixed_length(options)
+  if fixed > bound:
+    raise ConfigError(f'--decoder.max_len={fixed}: this run decodes at most {bound} tokens '
                       f'(its config.max_decode_len); use 0 (the bound for each source) or a value <= {bound}.')
-  if decoder.check is not None:
-    decoder.check(method, options)
+  if found.check is not None:
+    found.check(method, options)
 
 
 def option_help(name: str, option: str) -> str:
-  """What `option` of decoder `name` sets: the decoder's own words, else the shared ones."""
-  return DECODERS[name].option_help.get(option) or SHARED_OPTION_HELP.get(option, '')
+  """What `option` of decoder `name` sets."""
+  return options_lib.spec(DECODERS[name].options, option).metadata['help']
 
 
-def option_rule(option: str) -> str:
-  """What a value of `option` must be (OPTION_RULES), or '' when any value of its type will do."""
-  return OPTION_RULES[option][1] if option in OPTION_RULES else ''
+def option_rule(name: str, option: str) -> str:
+  """What a value of `option` of decoder `name` must be, or '' when any value of its type will do."""
+  rule = options_lib.spec(DECODERS[name].options, option).metadata['rule']
+  return rule.words if rule is not None else ''
 
 
 def describe_options() -> str:
-  """Every decoder's options with their defaults and what each must be (OPTION_RULES), for `--help`:
-  the same rules the options are checked against before any work."""
+  """Every decoder's options with their defaults and what each must be, for `--help`: the same rules the
+  options are checked against before any work."""
   lines = ['Decoders and their options, --decoder.<option>=<value> (default; what it must be):']
   for name in sorted(DECODERS):
-    options = [f'{key}={value!r}' + (f' ({OPTION_RULES[key][1]})' if key in OPTION_RULES else '')
-               for key, value in sorted(DECODERS[name].defaults.items())]
+    defaults = DECODERS[name].options()
+    options = [f'{key}={defaults.__dict__[key]!r}' + (f' ({rule})' if (rule := option_rule(name, key)) else '')
+               for key in sorted(DECODERS[name].option_names)]
     lines.append(f'  {name}: ' + ('; '.join(options) if options else 'no options'))
   lines.append('  (max_len: at most the run\'s config.max_decode_len; a block longer than that decodes as one block '
                'of it; a decoder may check more against the run, e.g. HRT\'s chunk.)')
@@ -169,11 +138,11 @@ def describe_options() -> str:
 
 
 def decoders_for(method) -> list[str]:
-  """Names of the registered decoders that run on the method with their default options."""
+  """Names of the registered decoders that run on the method with their default options, sorted."""
   names = []
-  for name, decoder in DECODERS.items():
+  for name, decoder in sorted(DECODERS.items()):
     try:
-      check_decoder(method, name, dict(decoder.defaults))
+      check_decoder(method, name, decoder.options())
       names.append(name)
     except ConfigError:
       pass
@@ -185,13 +154,13 @@ def method_view(method, protocol: type, user: str) -> Callable[[Any], Any]:
   needs it) and the method's decoders when it offers none."""
   build = method.views().get(protocol)
   if build is None:
-    names = [n for n, d in DECODERS.items() if d.needs in method.views()]
+    names = [n for n, d in sorted(DECODERS.items()) if d.needs in method.views()]
     raise ConfigError(f'{user} needs a {protocol.__name__}, which method {method.name!r} does not offer; '
                      f'its decoders: {names}.')
   return build
 
 
-def decode_program(method, name: str, options: dict[str, Any], resources=None,
+def decode_program(method, name: str, options: Options, resources=None,
                    platform: Optional[str] = None) -> tuple[Callable[[Any, Any, jax.Array], DecodeOutput], Any]:
   """(fn(params, extra, src i32[B, S]) -> DecodeOutput, extra): decoder `name` on the method's view of
   `params`, a pure function to jit or to lower for another device (nat_jax.aot). `extra` holds the
@@ -203,7 +172,7 @@ def decode_program(method, name: str, options: dict[str, Any], resources=None,
   decoder = DECODERS[name]
   build = method_view(method, decoder.needs, f'Decoder {name!r}')
   if decoder.prepare is None:
-    extra_fn, extra_params, fn_options = (lambda extra, src: {}), None, options
+    extra_fn, extra_params, fn_options = (lambda extra, src: {}), None, options.kwargs()
   else:
     extra_fn, extra_params, fn_options = decoder.prepare(method, options, resources,
                                                          platform or jax.default_backend())
@@ -212,11 +181,11 @@ def decode_program(method, name: str, options: dict[str, Any], resources=None,
   def fn(params, extra, src):
     view = build(params)
     out = decoder.fn(view, src, **extra_fn(extra, src), **fn_options)
-    return cut_to_row_bounds(view, out, src) if cut and getattr(view, 'tokens_per_step', 1) == 1 else out
+    return cut_to_row_bounds(view, out, src) if cut else out
   return fn, extra_params
 
 
-def make_decode_fn(method, name: str, options: dict[str, Any],
+def make_decode_fn(method, name: str, options: Options,
                    resources=None) -> Callable[[Any, jax.Array], DecodeOutput]:
   """(params, src i32[B, S]) -> DecodeOutput, one jitted call of `decode_program` (its extra
   parameters bound) on this process's devices."""
@@ -225,9 +194,12 @@ def make_decode_fn(method, name: str, options: dict[str, Any],
   return lambda params, src: jitted(params, extra, src)
 
 
-def build_decoder(method, name: str, overrides: dict[str, str], resources=None):
-  """(decode fn, parsed options) from a decoder name and its string options (over the run's own defaults,
-  method.decoder_defaults: a converted OPUS-MT run's generation settings), all checked."""
-  options = parse_options(name, {**method.decoder_defaults.get(name, {}), **overrides})
+def build_decoder(method, name: str, options: Options | Mapping[str, Any] | None = None,
+                  resources=None) -> tuple[Callable[[Any, jax.Array], DecodeOutput], Options]:
+  """(decode fn, typed options) of decoder `name` with `options`, checked against the method first: typed
+  options as given, or option values (as `--decoder.<opt>=<v>` gives them) over the run's defaults
+  (`run_options`)."""
+  if not isinstance(options, Options):
+    options = run_options(method, name, options)
   check_decoder(method, name, options)
   return make_decode_fn(method, name, options, resources), options

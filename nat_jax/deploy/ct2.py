@@ -43,6 +43,7 @@ is a drop-in `(params, src) -> DecodeOutput` for translate_texts and the benchma
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -51,9 +52,11 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from nat_jax.core.tokens import BOS_ID, EOS_ID, LENGTH_MARGIN, LENGTH_RATIO, UNK_ID, decode_length_bound
+from nat_jax.decode import options as options_lib
+from nat_jax.decode.options import Options, Rule, choice, hypotheses, option
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
-from nat_jax.run.workdir import CONFIG_FILE
+from nat_jax.run.workdir import CONFIG_FILE, read_run_config
 from nat_jax.views import DecodeOutput
 
 FORMATS = ('ctranslate2',)
@@ -261,7 +264,7 @@ def export_ctranslate2(run, out_dir: str, quantization: str = 'float32', source:
   try:
     os.makedirs(tmp)
     spec.save(tmp)
-    meta = run.meta[0] if getattr(run, 'meta', None) else {}
+    meta = run.meta[0] if run.meta else {}
     metadata = {
         'format': 'ctranslate2', 'ctranslate2_version': ctranslate2.__version__, 'quantization': quantization,
         'workdir': os.path.abspath(source) if source else '', 'step': (meta or {}).get('step'),
@@ -296,15 +299,9 @@ def check_out_dir(out_dir: str):
 
 
 def run_config(workdir: str):
-  """The run's config (today's layout) from its config.json, or None when there is none (load_run says why)."""
-  import ml_collections
-
-  from nat_jax.methods import upgrade_config
+  """The run's config from its config.json, or None when there is none (load_run says why)."""
   path = os.path.join(workdir, CONFIG_FILE)
-  if not os.path.isfile(path):
-    return None
-  with open(path) as f:
-    return ml_collections.ConfigDict(upgrade_config(json.load(f)))
+  return read_run_config(path) if os.path.isfile(path) else None
 
 
 # --- decoding with an exported model -------------------------------------------------------------
@@ -384,35 +381,33 @@ def ct2_decode_fn(model_dir: str, beam_size: int = 1, *, compute_type: str = 'de
 
 
 # --- peer rows of the benchmark: the run served by CTranslate2 ------------------------------------
-# name -> typed option defaults. threads 0: every core (intra_threads); quantization: the export's
-# weight type (compute type: CTranslate2's default for it on the device). ct2_beam scores as our
-# `beam` with alpha=0 does (length_penalty 0; our GNMT alpha > 0 has no CTranslate2 counterpart).
-PEERS: dict[str, dict[str, Any]] = {
-    'ct2_greedy': {'quantization': 'float32', 'threads': 0},
-    'ct2_beam': {'quantization': 'float32', 'threads': 0, 'beam_size': 4},
-}
+@dataclasses.dataclass(frozen=True)
+class PeerOptions(Options):
+  quantization: str = choice('float32', "the export's weight type (compute type: CTranslate2's default for it on the "
+                                        'device)', QUANTIZATIONS)
+  threads: int = option(0, "CTranslate2's intra_threads", Rule('0 (every core) or a number of threads', 0))
 
 
-def peer_options(name: str, overrides: dict[str, str]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class PeerBeamOptions(PeerOptions):
+  beam_size: int = hypotheses(4, 'hypotheses kept per sentence')
+
+
+# ct2_beam scores as our `beam` with alpha=0 does (length_penalty 0; our GNMT alpha > 0 has no CTranslate2
+# counterpart).
+PEERS: dict[str, type] = {'ct2_greedy': PeerOptions, 'ct2_beam': PeerBeamOptions}
+
+
+def peer_options(name: str, overrides: dict[str, str]) -> PeerOptions:
   """Typed options of peer `name` from string overrides; ConfigError for unknown ones or bad values."""
-  from nat_jax.decode.registry import parse_value
-  options = dict(PEERS[name])
-  for key, raw in overrides.items():
-    if key not in options:
-      raise ConfigError(f'{name} has no option {key!r}; its options: {sorted(options)}.')
-    options[key] = parse_value(key, raw, type(options[key]))
-  if options['quantization'] not in QUANTIZATIONS:
-    raise ConfigError(f'{name}/quantization={options["quantization"]}: one of {list(QUANTIZATIONS)}.')
-  if options['threads'] < 0 or options.get('beam_size', 1) < 1:
-    raise ConfigError(f'{name}: threads must be >= 0 (0 = every core) and beam_size >= 1, got {options}.')
-  return options
+  return options_lib.parse(name, PEERS[name](), overrides)
 
 
-def peer_decode_fn(run, workdir: str, options: dict[str, Any], scratch: str) -> Callable[[Any, Any], DecodeOutput]:
+def peer_decode_fn(run, workdir: str, options: PeerOptions, scratch: str) -> Callable[[Any, Any], DecodeOutput]:
   """(params (ignored), src) -> DecodeOutput of `run` exported to CTranslate2 with `options` (peer_options):
   exported once per quantization into `scratch`, decoded with intra_threads = threads (0: every core)."""
-  model_dir = os.path.join(scratch, options['quantization'])
+  model_dir = os.path.join(scratch, options.quantization)
   if not os.path.isdir(model_dir):
-    export_ctranslate2(run, model_dir, options['quantization'], source=workdir)
-  return ct2_decode_fn(model_dir, beam_size=options.get('beam_size', 1),
-                       intra_threads=options['threads'] or os.cpu_count() or 1)
+    export_ctranslate2(run, model_dir, options.quantization, source=workdir)
+  return ct2_decode_fn(model_dir, beam_size=options.beam_size if isinstance(options, PeerBeamOptions) else 1,
+                       intra_threads=options.threads or os.cpu_count() or 1)

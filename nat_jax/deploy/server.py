@@ -36,7 +36,6 @@ import dataclasses
 import heapq
 import hmac
 import json
-import logging
 import os
 import threading
 import time
@@ -49,13 +48,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from nat_jax.errors import ConfigError
+from nat_jax.decode import DECODERS, Options
+from nat_jax.decode.options import names_files
+from nat_jax.errors import ConfigError, log
 from nat_jax.run import compiled
 from nat_jax.run.translator import Translation, Translator
+from nat_jax.settings import MAX_ROWS, check_settings, setting
 
-log = logging.getLogger('nat_jax')
-
-PATH_OPTIONS = ('drafter', 'lm')  # decoder options naming files: set on the command line, never by a request
 LANGUAGE_NAMES = {'en': 'English', 'de': 'German', 'fr': 'French', 'es': 'Spanish', 'it': 'Italian', 'ro': 'Romanian',
                   'zh': 'Chinese', 'ja': 'Japanese', 'ru': 'Russian', 'pt': 'Portuguese', 'nl': 'Dutch'}
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -106,31 +105,32 @@ COMPOSE = {'length': compose_batch, 'arrival': compose_arrival}
 
 @dataclasses.dataclass(frozen=True)
 class ServeConfig:
-  """What the server accepts and how it batches (flags of `nat_jax.serve`)."""
-  max_batch: int = 64            # sentences decoded together at most
-  max_wait_ms: float = 20.0      # how long the free worker waits at most for as many sentences as were
-                                 # outstanding since its last batch (a lone client never waits; 0: never wait)
-  max_queue: int = 4096          # sentences waiting at most; more -> 503
-  max_sentences: int = 256       # per request; more -> 413
-  max_chars: int = 100_000       # per request (all its texts); more -> 413
-  timeout_s: float = 60.0        # per request, queueing included; then 504
-  allowed_decoders: tuple[str, ...] = ()  # decoders a request may choose; () = only the server's own
-  api_key: Optional[str] = None  # when set, every route but /health needs it
-  warmup: str = 'narrow'         # before /health says ready, compile every row count at the narrowest
-                                 # source width ('narrow'), at every width ('all'), or nothing ('none')
-  compose: str = 'length'        # where more than max_batch wait: those closest in length ('length',
-                                 # compose_batch) or the oldest max_batch ('arrival')
+  """What the server accepts and how it batches: each field is also a flag of `nat_jax.serve` (its --help,
+  the command-line reference and its checks come from these declarations: nat_jax.settings)."""
+  allowed_decoders: tuple[str, ...] = setting(
+      (), 'Other decoders a request may ask for (with their default options or its own), e.g. greedy,beam; each '
+      'is built, and so checked against the run, when the server starts. Default: only --decoder.')
+  max_batch: int = setting(64, 'Sentences decoded together at most.', low=1, high=MAX_ROWS)
+  max_wait_ms: float = setting(20.0, 'How long the free worker waits, at most, for as many sentences as were '
+                               'outstanding since its last batch (a lone client never waits; 0: take whatever waits '
+                               'whenever the worker is free).', low=0, high=60_000)
+  compose: str = setting('length', 'Where more than --max_batch sentences wait: decode those closest in length, a '
+                         'sentence passed over twice going next (length: less padding, more sentences/s; '
+                         'compose_batch), or the oldest (arrival).', choices=tuple(COMPOSE))
+  max_queue: int = setting(4096, 'Sentences waiting at most; more are refused with 503 and Retry-After.', low=1,
+                           high=1 << 24)
+  max_sentences: int = setting(256, 'Sentences per request at most (413 above).', low=1, high=1 << 24)
+  max_chars: int = setting(100_000, 'Characters per request at most, all its texts (413 above).', low=1,
+                           high=1 << 30)
+  timeout_s: float = setting(60.0, 'A request not answered in this many seconds, queueing included, gets 504.',
+                             low=0.001, high=86400)
+  api_key: Optional[str] = setting(None, 'When set, every route but /health needs it (the command line reads it '
+                                   'from --api_key_file).', flag=False)
+  warmup: str = setting('narrow', 'Before /health reports ready, compile every row count at the narrowest source '
+                        'width (narrow) or at every width (all), or nothing (none).', choices=('none', 'narrow', 'all'))
 
   def __post_init__(self):
-    for name in ('max_batch', 'max_queue', 'max_sentences', 'max_chars', 'timeout_s'):
-      if not getattr(self, name) > 0:
-        raise ConfigError(f'--{name}={getattr(self, name)}: must be a positive number.')
-    if not self.max_wait_ms >= 0:
-      raise ConfigError(f'--max_wait_ms={self.max_wait_ms}: must be >= 0.')
-    if self.warmup not in ('none', 'narrow', 'all'):
-      raise ConfigError(f'--warmup={self.warmup!r}: one of none, narrow, all.')
-    if self.compose not in COMPOSE:
-      raise ConfigError(f'--compose={self.compose!r}: one of {", ".join(COMPOSE)}.')
+    check_settings(self)
 
 
 class QueueFull(Exception):
@@ -171,7 +171,7 @@ class Metrics:
 class Job:
   """One request's sentences on their way through the queue."""
   texts: list[str]
-  key: tuple            # Translator.decoder_key: (decoder, options)
+  key: tuple            # Translator.resolve: (decoder, typed options)
   future: concurrent.futures.Future
   arrived: float
   batches_before: int   # batches the worker had taken when it arrived
@@ -288,7 +288,7 @@ class Batcher:
     name, options = batch[0][0].key
     try:
       out = self.translator.translate_with_stats([job.texts[i] for job, i in batch], decoder=name,
-                                                 options=dict(options), batch_size=self.config.max_batch)
+                                                 options=options, batch_size=self.config.max_batch)
     except Exception as e:  # noqa: BLE001 - a failing batch fails its requests, never the server
       log.exception('decoding a batch of %d sentences failed', len(batch))
       for job, _ in batch:
@@ -402,22 +402,23 @@ class Service:
       raise BadRequest(413, f'{chars} characters in one request: this server takes at most '
                        f'{self.config.max_chars}; split the request.')
 
-  def decoder_key(self, name: Any, options: Any) -> tuple:
+  def resolve(self, name: Any, options: Any) -> tuple[str, Options]:
+    """(decoder, typed options) of a request: its decoder among the allowed ones, its options laid over the
+    server's (the files its options name are the server's own), built now and not in the worker."""
     if name is not None and not isinstance(name, str):
       raise BadRequest(400, '"decoder": expected a decoder name (a string).')
     if name is not None and name not in self.allowed:
       raise BadRequest(400, f'decoder {name!r} is not served here; allowed: {", ".join(self.allowed)}.')
     if options is not None and not isinstance(options, dict):
       raise BadRequest(400, '"options": expected an object of decoder options, e.g. {"beam_size": 4}.')
-    if options and (paths := sorted(set(options) & set(PATH_OPTIONS))):
+    files = {option for decoder in DECODERS.values() for option in names_files(decoder.options)}
+    if options and (paths := sorted(set(options) & files)):
       raise BadRequest(400, f'"options": {", ".join(paths)} name files; they are set when the server starts, '
                        'not per request.')
     try:
-      key = self.translator.decoder_key(name, options)
-      self.translator.decoder_for(name, options)  # built (and checked) now, not in the worker
+      return name or self.translator.decoder, self.translator.decoder_for(name, options)[1]
     except ConfigError as e:
       raise BadRequest(400, f'"options": {e}') from None
-    return key
 
   async def run_job(self, texts: list[str], key: tuple) -> list[Translation]:
     try:
@@ -463,10 +464,10 @@ class Service:
         raise BadRequest(400, '"text" is missing: send {"text": ["a sentence", ...]}.')
       texts, _ = text_list(body['text'], 'text')
       self.check_size(texts)
-      key = self.decoder_key(body.get('decoder'), body.get('options'))
+      key = self.resolve(body.get('decoder'), body.get('options'))
       out = await self.run_job(texts, key)
       answer = {'translations': [t.text for t in out], 'model': self.model, 'decoder': key[0],
-                'options': self.translator.decoder_for(key[0], dict(key[1]))[1],
+                'options': dataclasses.asdict(key[1]),
                 'timing_ms': round((time.monotonic() - t0) * 1000, 3)}
       if body.get('stats'):
         answer['stats'] = [t.stats for t in out]
@@ -488,7 +489,7 @@ class Service:
         raise BadRequest(400, f'format {body.get("format")!r} is not supported; use "text".')
       texts, single = text_list(body['q'], 'q')
       self.check_size(texts)
-      out = await self.run_job(texts, self.translator.decoder_key())
+      out = await self.run_job(texts, (self.translator.decoder, self.translator.options))
       return JSONResponse({'translatedText': out[0].text if single else [t.text for t in out]})
     return await self.answer('/translate', request, handle)
 

@@ -103,8 +103,10 @@ def build_row(translator: Translator, entry: Entry, spec: str, scratch: str) -> 
                         f'(its own quantization option sets the weight type); this one is {run.method.label()} '
                         f'@{entry.dtype}.')
     options = ct2.peer_options(name, overrides)
-    return ct2.peer_decode_fn(run, entry.workdir, options, os.path.join(scratch, entry.label)), options
-  return translator.decoder_for(name, overrides)
+    decode_fn = ct2.peer_decode_fn(run, entry.workdir, options, os.path.join(scratch, entry.label))
+    return decode_fn, dataclasses.asdict(options)
+  decode_fn, options = translator.decoder_for(name, overrides)
+  return decode_fn, dataclasses.asdict(options)
 
 
 def used_widths(run: Run, sources: Sequence[str], rows: int) -> list[int]:

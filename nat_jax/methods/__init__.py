@@ -1,7 +1,7 @@
 """Method registry: `config.model.method` -> the object that trains a model and offers its decoding views.
 
 A method subclasses `nat_jax.methods.base.Method` (the contract as code: name, normalizer,
-init_params, loss, views, label, adopt_params, upgrade_config).
+init_params, loss, views, label, adopt_params).
 A method turns the batch {'source', 'target'} into its decoder inputs with one pure function
 (e.g. `autoregressive_inputs`) and token-level methods share one loss over those inputs
 (nat_jax.methods.teacher_forcing). A method with options of its own has a config section named
@@ -12,8 +12,7 @@ Adding a method = a module in this package + `@register('name')` (methods/regist
 train / translate / evaluate never change.
 """
 from nat_jax.methods.base import Method
-from nat_jax.methods.registry import (DEFAULTS, METHODS, check_method_config, get_method, register,  # noqa: F401
-                                      upgrade_config)
+from nat_jax.methods.registry import DEFAULTS, METHODS, check_method_config, get_method, register  # noqa: F401
 
 # register 'at', 'cmlm', 'dat', 'hrt', 'ibdecoder', 'selfdraft'
 from nat_jax.methods import autoregressive, cmlm, dag, hrt, ibdecoder, selfdraft  # noqa: F401

@@ -23,15 +23,14 @@ class Method(abc.ABC):
   slot_multiple: int = 1           # target slots reserved per packed pair: a multiple of this (a view in blocks)
   tokens_per_step: int = 1         # target tokens its left-to-right view writes per step (IBDecoder / SA: more)
   max_target_len: int              # the longest target its views decode: config.max_decode_len
-  decoder_defaults: dict           # {decoder: {option: value string}}: the run's own defaults (config.decoder_defaults)
+  decoder_defaults: dict           # {decoder: {option: value}}: the run's own defaults (config.decoder_defaults)
   model: Any                       # its network (a flax Module whose `cfg` is its TransformerConfig)
 
   def __init__(self, config: ml_collections.ConfigDict, vocab_size: int):
     """A method checks its settings (ConfigError naming the key) and builds its model; every method
     calls this first."""
     self.max_target_len = config.max_decode_len
-    self.decoder_defaults = {name: {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
-                             for name, options in config.get('decoder_defaults', {}).items()}
+    self.decoder_defaults = {name: dict(options) for name, options in config.get('decoder_defaults', {}).items()}
 
   @abc.abstractmethod
   def init_params(self, rng, batch: dict) -> Any:
@@ -54,8 +53,3 @@ class Method(abc.ABC):
     """Parameters to start from when `init_from` names another run: its `loaded` parameters,
     completed with what this method adds from the `fresh` initialisation. Default: as loaded."""
     return loaded
-
-  @staticmethod
-  def upgrade_config(plain: dict) -> dict:
-    """A run's config.json (as a dict) written by an older version -> today's layout. Default: unchanged."""
-    return plain

@@ -109,23 +109,6 @@ class DagMethod(Method):
   """Directed Acyclic Transformer trained with DAG NLL (+ glancing) or the FA-DAT fuzzy loss."""
   normalizer = 'sentences'
 
-  @staticmethod
-  def upgrade_config(plain: dict) -> dict:
-    """A config.json written before method sections existed: DA-Transformer options used to sit in
-    `model` (upsample_scale, link_heads, max_transition_length) and a `dag` section; they now form
-    the `dat` section (and leave other methods' configs)."""
-    old_model_keys = ('upsample_scale', 'link_heads', 'max_transition_length')
-    if not any(k in plain['model'] for k in old_model_keys) and 'dag' not in plain:
-      return plain
-    plain = {**plain, 'model': dict(plain['model'])}
-    moved = {k: plain['model'].pop(k) for k in old_model_keys if k in plain['model']}
-    moved.update(plain.pop('dag', {}))
-    if plain['model']['method'] == 'dat':
-      section = default_config()
-      section.update(moved)
-      plain['dat'] = section.to_dict()
-    return plain
-
   def __init__(self, config, vocab_size: int):
     super().__init__(config, vocab_size)
     dat = config.dat

@@ -46,13 +46,6 @@ def check_method_config(config):
                      f'its keys are those of {module}.default_config(): {sorted(known)}.')
 
 
-def upgrade_config(plain: dict) -> dict:
-  """A run's config.json (as a dict) in today's layout: every method's `upgrade_config` in turn."""
-  for cls in METHODS.values():
-    plain = cls.upgrade_config(plain)
-  return plain
-
-
 def get_method(config, vocab_size: int) -> Method:
   """Builds the method named by `config.model.method`."""
   check_method_config(config)

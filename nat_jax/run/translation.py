@@ -61,7 +61,7 @@ def host_value(x) -> np.ndarray:
 def on_run_devices(src: np.ndarray, run):
   """A batch of source rows as the run's decoders take it: split over its mesh's `data` axis when the
   run spans several devices, else as it is."""
-  mesh = getattr(run, 'mesh', None)
+  mesh = run.mesh
   return src if mesh is None or mesh.size == 1 else place_rows(src, mesh)
 
 
@@ -69,7 +69,7 @@ def translate_texts(run, texts: Sequence[str], decode_fn: Callable, rows: int, f
                     shrink: bool = False, mix_widths: bool = False) -> tuple[list[str], dict[str, np.ndarray]]:
   """Translate `texts` in order. Returns (translations, aux stats per sentence).
 
-  run: a nat_jax.run.workdir.Run (or any object with config, tokenizer, params). Empty / whitespace-only
+  run: a nat_jax.run.workdir.Run (or any object with config, tokenizer, params, mesh). Empty / whitespace-only
   lines translate to ''. `first_line` numbers the lines in warnings. Batches hold `rows` sentences of
   one padded width (`shrink`: a partial batch fewer rows; `mix_widths`: of any widths, for a decoder that
   bounds each row by its own width; nat_jax.data.inference_batches). With a run on several devices

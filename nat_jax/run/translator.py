@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import jax
 import numpy as np
@@ -43,18 +43,6 @@ class Translation:
   stats: dict[str, float]
 
 
-def option_strings(options: Optional[Mapping[str, Any]]) -> dict[str, str]:
-  """Decoder options as the string form the registry parses (True -> 'true'), keys sorted."""
-  out = {}
-  for key, value in sorted((options or {}).items()):
-    if isinstance(value, bool):
-      value = 'true' if value else 'false'
-    elif not isinstance(value, (str, int, float)):
-      raise ConfigError(f'decoder option {key!r}: expected a string, number or boolean, got {type(value).__name__}.')
-    out[str(key)] = str(value)
-  return out
-
-
 def check_batch_size(batch_size):
   if not (isinstance(batch_size, int) and batch_size > 0):
     raise ConfigError(f'batch_size must be a positive integer, got {batch_size!r}.')
@@ -74,7 +62,8 @@ class Translator:
 
   workdir: a run written by nat_jax.train. decoder / decoder_options: the default decoder (None:
   greedy where the method decodes left to right, else the run's config.test_decoder) and its
-  options (as `--decoder.<opt>=<v>` takes them; strings, numbers or booleans). batch_size: the most
+  options (as `--decoder.<opt>=<v>` takes them; strings, numbers or booleans), typed once into
+  `self.options` (the decoder's dataclass, nat_jax.decode.options). batch_size: the most
   sentences decoded in one batch (fewer sentences use fewer rows). checkpoint 'latest' or 'best',
   average: how many checkpoints' parameters to average, dtype: inference precision.
   """
@@ -103,41 +92,52 @@ class Translator:
     self.run, self.workdir, self.batch_size = run, workdir, batch_size
     self._lock = threading.Lock()  # one decode at a time
     self._build_lock = threading.Lock()  # the decoder cache (never held while decoding)
-    self._decoders: dict[tuple, tuple[Callable, dict[str, Any]]] = {}
-    self.decoder, self._default_options = decoder or default_decoder(run), option_strings(decoder_options)
-    self.options = self.decoder_for()[1]
+    self._decoders: dict[tuple[str, decode.Options], Callable] = {}
+    self.decoder = decoder or default_decoder(run)
+    if not isinstance(self.decoder, str):
+      raise ConfigError(f'decoder must be a decoder name (a string), got {type(self.decoder).__name__}.')
+    self.options = decode.run_options(run.method, self.decoder, decoder_options)
+    self.decoder_for()  # checked and built now: bad options fail at load
 
   @property
   def languages(self) -> tuple[str, str]:
     """(source, target) language codes of the run's data."""
     return languages(self.run.config.data)
 
-  def decoder_key(self, name: Optional[str] = None, options: Optional[Mapping[str, Any]] = None) -> tuple:
-    """(name, ((option, string value), ...)): what `decoder_for` builds from. This translator's decoder
-    (no name, or its name): its options, `options` laid over them; another decoder: its defaults,
-    `options` laid over them."""
-    if name is None or name == self.decoder:
-      return self.decoder, tuple(sorted({**self._default_options, **option_strings(options)}.items()))
-    return name, tuple(option_strings(options).items())
+  def resolve(self, name: Optional[str] = None,
+              options: Union[None, decode.Options, Mapping[str, Any]] = None) -> tuple[str, decode.Options]:
+    """(decoder, typed options) that `decoder_for` builds: typed `options` (a decoder's Options dataclass) as
+    given; option values (strings, numbers or booleans, as `--decoder.<opt>=<v>` takes them) laid over this
+    translator's options (no name, or its decoder's) or the run's defaults of decoder `name`."""
+    name = self.decoder if name is None else name
+    if not isinstance(name, str):
+      raise ConfigError(f'decoder must be a decoder name (a string), got {type(name).__name__}.')
+    if isinstance(options, decode.Options):
+      return name, options
+    if options is not None and not isinstance(options, Mapping):
+      raise ConfigError(f'options must be a mapping of decoder options (e.g. {{"beam_size": 4}}), got '
+                        f'{type(options).__name__}.')
+    if name == self.decoder:
+      return name, decode.parse_options(name, options or {}, self.options)
+    return name, decode.run_options(self.run.method, name, options)
 
   def decoder_for(self, name: Optional[str] = None,
-                  options: Optional[Mapping[str, Any]] = None) -> tuple[Callable, dict[str, Any]]:
-    """(decode fn, typed options) of decoder `name` with `options` (as `decoder_key` reads them), built
-    once and kept; ConfigError for an unknown decoder, option or value, or a decoder the run's method
-    cannot run."""
-    key = self.decoder_key(name, options)
+                  options: Union[None, decode.Options, Mapping[str, Any]] = None) -> tuple[Callable, decode.Options]:
+    """(decode fn, typed options) of decoder `name` with `options` (as `resolve` reads them), built once per
+    decoder and options and kept; ConfigError for an unknown decoder, option or value, or a decoder the run's
+    method cannot run."""
+    key = self.resolve(name, options)
     with self._build_lock:
       if key not in self._decoders:
-        self._decoders[key] = decode.build_decoder(self.run.method, key[0], dict(key[1]),
-                                                   Resources(self.run.tokenizer))
-      return self._decoders[key]
+        self._decoders[key] = decode.build_decoder(self.run.method, *key, Resources(self.run.tokenizer))[0]
+      return self._decoders[key], key[1]
 
-  def mixes_widths(self, decoder: Optional[str], options: Optional[Mapping[str, Any]], parsed: dict) -> bool:
+  def mixes_widths(self, name: Optional[str], options: decode.Options) -> bool:
     """Whether this decoder's batches mix source widths (its rows bounded by their own: decode.cuts_rows)."""
-    return decode.cuts_rows(self.run.method, self.decoder_key(decoder, options)[0], parsed)
+    return decode.cuts_rows(self.run.method, self.decoder if name is None else name, options)
 
   def translate_with_stats(self, texts: Sequence[str], decoder: Optional[str] = None,
-                           options: Optional[Mapping[str, Any]] = None,
+                           options: Union[None, decode.Options, Mapping[str, Any]] = None,
                            batch_size: Optional[int] = None, first_line: int = 1) -> list[Translation]:
     """Each text's translation with its decoder statistics, in order; empty lines give ''. Over-long
     lines are truncated with a warning that numbers them from `first_line`."""
@@ -149,7 +149,7 @@ class Translator:
     if batch_size is not None:
       check_batch_size(batch_size)  # 0 or a negative count would otherwise decode nothing and say nothing
     fn, parsed = self.decoder_for(decoder, options)
-    mix = self.mixes_widths(decoder, options, parsed)
+    mix = self.mixes_widths(decoder, parsed)
     with self._lock:
       outputs, aux = translate_texts(self.run, texts, fn, batch_size or self.batch_size, first_line, shrink=True,
                                      mix_widths=mix)
@@ -157,7 +157,7 @@ class Translator:
             for i, text in enumerate(outputs)]
 
   def warm_up(self, widths: str = 'narrow', decoder: Optional[str] = None,
-              options: Optional[Mapping[str, Any]] = None) -> int:
+              options: Union[None, decode.Options, Mapping[str, Any]] = None) -> int:
     """Compile the decoder for every row count translate uses (1, 2, 4, ... batch_size) at the narrowest
     source width ('narrow') or at every width the run takes ('all'), by decoding rows of padding;
     returns how many shapes it ran. It stops early, with a warning, where the process's memory maps reach
@@ -166,7 +166,7 @@ class Translator:
       raise ConfigError(f"warm_up widths must be 'narrow' or 'all', got {widths!r}.")
     fn, parsed = self.decoder_for(decoder, options)
     counts = sorted({power_of_two_rows(n, self.batch_size) for n in range(1, self.batch_size + 1)})
-    lengths = source_lengths(self.run.config.max_len, self.mixes_widths(decoder, options, parsed))
+    lengths = source_lengths(self.run.config.max_len, self.mixes_widths(decoder, parsed))
     shapes = [(rows, width) for width in (lengths if widths == 'all' else lengths[:1]) for rows in counts]
     with self._lock:
       for done, (rows, width) in enumerate(shapes):  # rows of padding, as every partial batch has
@@ -181,7 +181,7 @@ class Translator:
     return len(shapes)
 
   def translate(self, texts: Sequence[str], decoder: Optional[str] = None,
-                options: Optional[Mapping[str, Any]] = None, batch_size: Optional[int] = None,
+                options: Union[None, decode.Options, Mapping[str, Any]] = None, batch_size: Optional[int] = None,
                 first_line: int = 1) -> list[str]:
     """Each text's translation, in order (empty or blank lines give '')."""
     return [t.text for t in self.translate_with_stats(texts, decoder, options, batch_size, first_line)]

@@ -14,7 +14,7 @@ import ml_collections
 from nat_jax.data import Tokenizer
 from nat_jax.data.tokenizer import open_tokenizer, tokenizer_path
 from nat_jax.errors import CheckpointError, ConfigError, DataError
-from nat_jax.methods import get_method, upgrade_config
+from nat_jax.methods import get_method
 from nat_jax.models.int8 import quantize_params
 from nat_jax.models.transformer import DTYPES, INFERENCE_DTYPES
 from nat_jax.run import checkpoint
@@ -50,8 +50,8 @@ def inference_params(method, params, dtype: str):
 
 
 def read_run_config(path: str) -> ml_collections.ConfigDict:
-  """A run's config.json as a ConfigDict (older runs' keys upgraded); CheckpointError naming the file when it
-  is not JSON, not an object, or lacks the model."""
+  """A run's config.json as a ConfigDict; CheckpointError naming the file when it is not JSON, not an object,
+  lacks the model, or is of a layout before method sections."""
   try:
     with open(path, encoding='utf-8') as f:
       raw = json.load(f)
@@ -60,7 +60,7 @@ def read_run_config(path: str) -> ml_collections.ConfigDict:
   problem = run_config_problem(raw)
   if problem:
     raise CheckpointError(f'{path}: {problem}; restore the config the run was trained with.')
-  return ml_collections.ConfigDict(upgrade_config(raw))
+  return ml_collections.ConfigDict(raw)
 
 
 def run_config_problem(raw) -> Optional[str]:
@@ -70,6 +70,9 @@ def run_config_problem(raw) -> Optional[str]:
   model = raw.get('model')
   if not isinstance(model, dict) or not isinstance(model.get('method'), str):
     return 'has no "model" section naming its method'
+  if 'dag' in raw or 'upsample_scale' in model:
+    return ('is of the layout before method sections (DA-Transformer settings in "model" and "dag", nat_jax of '
+            'November 2026): retrain the run with this version')
   ints = [('vocab_size', raw.get('vocab_size')), ('max_len', raw.get('max_len')),
           ('max_decode_len', raw.get('max_decode_len'))]
   ints += [(f'model.{k}', model.get(k)) for k in ('d_model', 'num_heads', 'd_ff', 'enc_layers', 'dec_layers')]

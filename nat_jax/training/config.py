@@ -10,7 +10,7 @@ from typing import Any
 import jax
 import ml_collections
 
-from nat_jax.decode import check_decoder, parse_options
+from nat_jax.decode import check_decoder, run_options
 from nat_jax.errors import ConfigError, log
 from nat_jax.files import write_atomic
 from nat_jax.methods import get_method
@@ -70,7 +70,7 @@ def validate_config(config: ml_collections.ConfigDict):
   method = get_method(config, config.vocab_size)  # an unknown method or a bad section: ConfigError
   for key in ('eval_decoder', 'test_decoder'):
     try:
-      check_decoder(method, config[key], parse_options(config[key], {}))
+      check_decoder(method, config[key], run_options(method, config[key]))
     except ConfigError as e:
       raise ConfigError(f'config.{key}={config[key]!r}: {e}') from None
 

@@ -15,13 +15,14 @@ How the work is organised:
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import json
 import os
 import sys
 import time
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from tqdm import tqdm
 
@@ -130,20 +131,22 @@ def distil_split(run, decode_fn, split: str, out: str, job: dict, *, limit: int,
   return entry
 
 
-def distill(run, decoder: str, overrides: dict[str, str], out: str, splits: Sequence[str], *, limit: int = 0,
-           batch_size: int = 64, chunk_sentences: int = 1024, process_index: int = 0, process_count: int = 1,
-           wait_seconds: float = 86400, teacher_workdir: str = '') -> dict:
-  """Distil `splits` with the teacher `run` into `out`; returns the manifest (written by process 0)."""
+def distill(run, decoder: str, options: decode.Options | Mapping[str, Any], out: str, splits: Sequence[str], *,
+            limit: int = 0, batch_size: int = 64, chunk_sentences: int = 1024, process_index: int = 0,
+            process_count: int = 1, wait_seconds: float = 86400, teacher_workdir: str = '') -> dict:
+  """Distil `splits` with the teacher `run` into `out` by `decoder` with `options` (typed, or option values over
+  the run's defaults: decode.build_decoder); returns the manifest (written by process 0)."""
   bad = [s for s in splits if s not in SPLITS]
   if bad or not splits:
     raise DistillError(f'--splits={",".join(splits)}: each split must be one of {SPLITS}.')
   if chunk_sentences < 1 or batch_size < 1 or limit < 0:
     raise DistillError('--chunk_sentences and --batch_size must be >= 1 and --limit >= 0.')
-  decode_fn, options = decode.build_decoder(run.method, decoder, overrides, Resources(run.tokenizer))
+  decode_fn, options = decode.build_decoder(run.method, decoder, options, Resources(run.tokenizer))
   step = run.meta[0]['step'] if run.meta else None
   data = {k: run.config.data[k] for k in sorted(run.config.data.keys())}
   job = {'teacher': os.path.abspath(teacher_workdir), 'step': step, 'averaged_checkpoints': len(run.meta),
-         'decoder': decoder, 'options': options, 'data': data, 'limit': limit, 'max_len': run.config.max_len}
+         'decoder': decoder, 'options': dataclasses.asdict(options), 'data': data, 'limit': limit,
+         'max_len': run.config.max_len}
   os.makedirs(out, exist_ok=True)
   lead = process_index == 0
   entries = {}

@@ -326,7 +326,8 @@ def train_in(config: ml_collections.ConfigDict, workdir: str, lead: bool):
 def final_test(config, workdir: str, examples, lead: bool):
   """Test-set BLEU (1 and all references), chrF, signatures and sample translations."""
   run = load_run(workdir, which='latest', average=config.test_average)
-  decode_fn, options = build_decoder(run.method, config.test_decoder, {}, Resources(run.tokenizer))
+  decode_fn, typed = build_decoder(run.method, config.test_decoder, {}, Resources(run.tokenizer))
+  options = dataclasses.asdict(typed)
   t0 = time.time()
   result, hyps = evaluate_bleu(run, decode_fn, examples, config.decode_batch_size)
   result.update(decoder=config.test_decoder, options=options, sentences=len(examples),

@@ -138,7 +138,7 @@ def test_dag_beam_never_calls_the_host_on_an_accelerator():
   setup = programs.make_setup(config, targets.Target('cpu', targets.CHIPS['v5e'], tuple(jax.devices()[:1])))
   src = programs.source(setup, 4, 16)
   for platform, devices, want in (('cpu', 1, 1), ('tpu', 1, 0), ('gpu', 1, 0), ('cpu', 4, 0)):
-    assert dag_beam.chosen_search({'search': 'auto', 'lm': ''}, platform, devices) == ('host' if want else 'device')
+    assert dag_beam.chosen_search('auto', False, platform, devices) == ('host' if want else 'device')
   for platform, want in (('cpu', 1), ('tpu', 0), ('gpu', 0)):
     fn, extra = decode.decode_program(setup.method, 'dag_beam', decode.parse_options('dag_beam', {}),
                                       platform=platform)

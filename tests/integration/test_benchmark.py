@@ -177,7 +177,7 @@ def test_ctranslate2_peer_rows_translate_as_our_decoders(trained_run):
   assert rows['ct2_greedy/quantization=int8/threads=1']['options']['quantization'] == 'int8'
   assert all(r['speed']['batch1']['latency_ms_median'] > 0 for r in report['rows'])
   for spec, message in (('ct2_greedy/quantization=fp4', 'quantization=fp4'), ('ct2_greedy/beam_size=2', 'no option'),
-                        ('ct2_beam/threads=-1', 'threads must be >= 0')):
+                        ('ct2_beam/threads=-1', r'threads=-1: ct2_beam needs 0 \(every core\) or a number of threads')):
     with pytest.raises(ConfigError, match=message):
       benchmark.benchmark([benchmark.parse_entry(f'{trained_run}:{spec}', 'float32')], batch_sizes=(1,),
                           log=lambda msg: None)

@@ -72,7 +72,7 @@ def test_recipe_docstring_commands_use_real_flags():
         if flag.startswith('config.'):
           ok = flag[len('config.'):] in keys
         elif flag.startswith('decoder.'):
-          ok = any(flag[len('decoder.'):] in DECODERS[d].defaults for d in decoders if d in DECODERS)
+          ok = any(flag[len('decoder.'):] in DECODERS[d].option_names for d in decoders if d in DECODERS)
         else:
           ok = flag in flags_of[module]
         if not ok:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import sentencepiece as spm
 
+from nat_jax import decode
 from nat_jax.core.tokens import EOS_ID, WIDTH_STEP
 from nat_jax.deploy.marian import read_snapshot, write_run
 from nat_jax.errors import ConfigError
@@ -271,7 +272,8 @@ def test_a_dat_student_distills_from_a_converted_teacher(converted, corpus, comp
   teacher.config.data.update(source='files', train_files=corpus['train'], validation_files=corpus['validation'],
                              test_files=corpus['test'], max_examples=40)
   out = str(tmp_path / 'distilled')
-  distill(teacher, 'greedy', {}, out, ['train', 'validation'], limit=40, batch_size=8, teacher_workdir=workdir)
+  distill(teacher, 'greedy', decode.run_options(teacher.method, 'greedy'), out, ['train', 'validation'], limit=40,
+          batch_size=8, teacher_workdir=workdir)
   student = str(tmp_path / 'student')
   config = tiny_config(corpus, compile_cache, **{'model.method': 'dat', 'total_steps': 4, 'eval_every': 4,
                                                  'checkpoint_every': 4, 'test_decoder': 'dag_lookahead',

@@ -4,6 +4,7 @@ repository does not hold, the code cites no lab-note section, every decoder docu
 on a CPU machine prints no accelerator-probing noise. The slow half renders the site in a real browser."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -150,8 +151,9 @@ def test_every_decoder_documents_itself():
   assert registry.DECODERS is decode.DECODERS
   for name, decoder in registry.DECODERS.items():
     assert len(decoder.about) > 40, name
-    assert all(registry.option_help(name, option) for option in decoder.defaults), name
-    assert set(decoder.option_help) <= set(decoder.defaults), (name, 'help for an option it does not have')
+    assert all(registry.option_help(name, option) for option in decoder.option_names), name
+    numbers = [f.name for f in dataclasses.fields(decoder.options) if type(f.default) in (int, float)]
+    assert all(registry.option_rule(name, option) for option in numbers), (name, 'a number with no rule')
 
 
 def test_a_command_on_a_cpu_machine_prints_no_accelerator_noise(trained_run):

@@ -25,7 +25,7 @@ def test_a_run_drafting_for_itself_gives_greedy_in_few_passes(trained_run):
     fn, options = decode.build_decoder(run.method, 'drafted', {'drafter': f'{trained_run}:greedy', 'block': block},
                                        resources=Resources(run.tokenizer, load=load_run))
     got, aux = translate_texts(run, texts, fn, 4)
-    assert got == want and options['block'] == int(block)
+    assert got == want and options.block == int(block)
     keep = [0, 2, 3]
     steps = want_aux['steps'][keep]
     assert (aux['iterations'][keep] <= -(-steps // int(block)) + 1).all()
@@ -48,7 +48,7 @@ def test_drafter_with_another_tokenizer_is_refused(trained_run, corpus, tmp_path
 @pytest.mark.parametrize('overrides,message', [
     ({}, 'drafted needs a drafter'),
     ({'drafter': 'x', 'beta': '0'}, '--decoder.beta=0'),
-    ({'drafter': 'x', 'update': 'sometimes'}, "--decoder.update='sometimes'"),
+    ({'drafter': 'x', 'update': 'sometimes'}, '--decoder.update=sometimes: drafted needs one of jacobi, draft'),
     ({'drafter': 'x', 'block': '0'}, '--decoder.block=0'),
     ({'drafter': 'x', 'tau': 'nan'}, '--decoder.tau=nan'),
 ])

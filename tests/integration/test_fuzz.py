@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from nat_jax import decode
 from nat_jax.commands import cli
-from nat_jax.decode.registry import DECODERS, MAX_BLOCK, MAX_HYPOTHESES
+from nat_jax.decode.options import MAX_BLOCK, MAX_HYPOTHESES
+from nat_jax.decode.registry import DECODERS
 from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
 from nat_jax.training.config import check_fits, device_memory_bytes, fit_bytes, validate_config
@@ -55,7 +56,7 @@ def check_option(name: str, key: str, raw: str):
   except ConfigError as e:
     assert str(e) and '\n' not in str(e), repr(e)
     return
-  value = options[key]
+  value = options.kwargs()[key]
   if isinstance(value, float):
     assert math.isfinite(value) and value >= 0, (name, key, raw, value)
   if isinstance(value, int) and not isinstance(value, bool):
@@ -68,7 +69,7 @@ def check_option(name: str, key: str, raw: str):
       assert value <= MAX_BLOCK, (name, key, raw, value)
 
 
-PAIRS = [(name, key) for name in sorted(DECODERS) for key in sorted(DECODERS[name].defaults)]
+PAIRS = [(name, key) for name in sorted(DECODERS) for key in sorted(DECODERS[name].option_names)]
 
 
 @st.composite

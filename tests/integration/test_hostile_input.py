@@ -215,7 +215,7 @@ def test_blocks_longer_than_any_run_decodes_are_refused(decoder, option):
   config decodes (4096) it is refused before anything is allocated."""
   with pytest.raises(ConfigError, match=f'--decoder.{option}=100000: {decoder} needs .*4096'):
     decode.parse_options(decoder, {option: '100000'})
-  assert decode.parse_options(decoder, {option: '4096'})[option] == 4096
+  assert decode.parse_options(decoder, {option: '4096'}).kwargs()[option] == 4096
 
 
 @pytest.mark.parametrize('command,args,message', [

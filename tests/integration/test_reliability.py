@@ -324,14 +324,16 @@ def test_distillation_on_a_full_disk_leaves_no_temporary_file(trained_run, tmp_p
     real_fsync(fd)
   monkeypatch.setattr(os, 'fsync', fsync)
   with pytest.raises(OSError, match='No space left'):
-    distill(run, 'greedy', {}, out, ['train'], limit=12, batch_size=4, chunk_sentences=4, teacher_workdir=trained_run)
+    distill(run, 'greedy', decode.run_options(run.method, 'greedy'), out, ['train'], limit=12, batch_size=4,
+            chunk_sentences=4, teacher_workdir=trained_run)
   monkeypatch.undo()
   leftovers = [n for _, _, names in os.walk(out) for n in names if '.tmp' in n]
   assert leftovers == []
   # A temporary file left by a killed process is removed by the next run, which completes.
   stale = os.path.join(out, '.work', 'train', '000002.txt.tmp999999')
   open(stale, 'w').write('half a chunk')
-  distill(run, 'greedy', {}, out, ['train'], limit=12, batch_size=4, chunk_sentences=4, teacher_workdir=trained_run)
+  distill(run, 'greedy', decode.run_options(run.method, 'greedy'), out, ['train'], limit=12, batch_size=4,
+          chunk_sentences=4, teacher_workdir=trained_run)
   assert not os.path.exists(stale) and len(open(os.path.join(out, 'train.tsv')).read().split('\n')) == 13
 
 
@@ -365,7 +367,7 @@ def test_bad_decoder_options_are_config_errors(decoder, overrides, message):
 
 def test_boolean_options_accept_only_true_or_false():
   for raw, want in (('true', True), ('False', False), ('1', True), ('0', False), ('yes', True), ('no', False)):
-    assert decode.parse_options('dag_greedy', {'remove_repeats': raw})['remove_repeats'] is want
+    assert decode.parse_options('dag_greedy', {'remove_repeats': raw}).remove_repeats is want
 
 
 def test_method_dependent_options_are_checked_against_the_method(corpus):

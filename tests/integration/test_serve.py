@@ -6,6 +6,7 @@ server keeps serving, and SIGTERM under load finishes what is in flight and exit
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -85,15 +86,16 @@ def test_translator_errors_name_the_problem(trained_run, tmp_path):
   with pytest.raises(Exception, match='holds no trained run'):
     Translator(str(tmp_path))
   translator = Translator(trained_run, 'beam', beam_size=2)
-  assert translator.options['beam_size'] == 2
-  assert translator.decoder_for(None, {'alpha': 0})[1] == {**translator.options, 'alpha': 0.0}  # laid over its own
+  assert translator.options.beam_size == 2
+  laid_over = dataclasses.replace(translator.options, alpha=0.0)  # its own options, alpha changed
+  assert translator.decoder_for(None, {'alpha': 0})[1] == laid_over
   with pytest.raises(ConfigError, match='list of sentences'):
     translator.translate('one string')
   for bad in (0, -1, -2, '8', 2.5):  # per call as in the constructor (a negative count returned '' for every line)
     with pytest.raises(ConfigError, match='batch_size must be a positive integer'):
       translator.translate(SENTENCES, batch_size=bad)
   assert translator.translate(SENTENCES[:3], batch_size=2) == translator.translate(SENTENCES[:3])
-  assert translator.decoder_for('greedy') is translator.decoder_for('greedy', {})  # built once
+  assert translator.decoder_for('greedy')[0] is translator.decoder_for('greedy', {})[0]  # built once
 
 
 

@@ -1,6 +1,7 @@
 """DA-Transformer method: transition head, glancing, masked impossible pairs, decoders on the model,
 overfitting to exact reproduction, NLL -> FA-DAT fine-tuning via init_from."""
 import itertools
+import json
 
 import flax.linen as nn
 import jax
@@ -306,25 +307,22 @@ def test_method_config_sections_are_checked(corpus):
     get_method(stray, 30)
 
 
-def test_configs_of_runs_written_before_method_sections_are_upgraded(corpus):
-  from nat_jax.methods import upgrade_config
-  old = dat_config().to_dict()
+def test_configs_of_runs_written_before_method_sections_are_refused_by_name(tmp_path):
+  """A config.json of the layout before method sections (DA-Transformer settings in model / dag) is a
+  CheckpointError naming the file and what to do, not a KeyError deep in get_method."""
+  from nat_jax.errors import CheckpointError
+  from nat_jax.run.workdir import read_run_config
+  plain = dat_config().to_dict()
+  assert get_method(ml_collections.ConfigDict(plain), 30).label().startswith('dat (lambda=')  # today's layout loads
+  old = dict(plain, model=dict(plain['model'], upsample_scale=3.0, link_heads=2))
+  old['dag'] = {'loss': 'fuzzy', 'ngram': 3}
   del old['dat']
-  old['model'].update(upsample_scale=3.0, link_heads=2, max_transition_length=0)
-  old['dag'] = {'loss': 'fuzzy', 'ngram': 3, 'glance_start': 0.1, 'glance_end': 0.1, 'glance_steps': 0}
-  new = ml_collections.ConfigDict(upgrade_config(old))
-  assert 'dag' not in new and 'upsample_scale' not in new.model
-  assert (new.dat.upsample_scale, new.dat.link_heads, new.dat.loss, new.dat.ngram) == (3.0, 2, 'fuzzy', 3)
-  assert get_method(new, 30).upsample_scale == 3.0
-  assert get_method(new, 30).label() == 'dat (lambda=3, FA-DAT 3-gram loss)'  # tables tell FA-DAT apart
-  plain = get_method(dat_config(), 30).label()
-  assert plain.startswith('dat (lambda=') and 'FA-DAT' not in plain
-  old_at = tiny_config(corpus).to_dict()
-  old_at['model'].update(upsample_scale=8.0, link_heads=0, max_transition_length=0)
-  old_at['dag'] = dict(old['dag'])
-  new_at = ml_collections.ConfigDict(upgrade_config(old_at))
-  assert 'dag' not in new_at and 'dat' not in new_at and 'upsample_scale' not in new_at.model
-  get_method(new_at, 30)
+  path = tmp_path / 'config.json'
+  path.write_text(json.dumps(old))
+  with pytest.raises(CheckpointError, match='before method sections.*retrain'):
+    read_run_config(str(path))
+  path.write_text(json.dumps(plain))
+  assert read_run_config(str(path)).dat.upsample_scale == plain['dat']['upsample_scale']
 
 
 def test_warm_start_from_an_at_run_takes_its_whole_transformer(corpus):

@@ -117,7 +117,7 @@ def test_inference_pads_sources_at_most_7_tokens_past_the_longest():
     widths.append((src.shape[1], int(np.max(np.sum(src > 0, axis=1)))))
     return DecodeOutput(jnp.asarray(src), jnp.zeros(src.shape[0]), {})
 
-  run = SimpleNamespace(config=SimpleNamespace(max_len=60), tokenizer=WordTokenizer(), params=None)
+  run = SimpleNamespace(config=SimpleNamespace(max_len=60), tokenizer=WordTokenizer(), params=None, mesh=None)
   texts = [' '.join(['w'] * n) for n in (29, 3, 7, 8, 15, 16, 40, 59, 80)]
   out, _ = translate_texts(run, texts, decode_fn, rows=1)
   assert out == ['30', '4', '8', '9', '16', '17', '41', '60', '60']  # + EOS; 80 words truncated to max_len

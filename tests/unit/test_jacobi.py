@@ -103,6 +103,6 @@ def test_hgj_stops_where_pgj_stops(eos_forced):
 
 
 def test_decoders_registered_with_options():
-  assert decode.parse_options('jacobi_pgj', {'block_size': '5'}) == {'block_size': 5, 'max_len': 0}
-  assert decode.parse_options('jacobi_pj', {}) == {'max_len': 0}
+  assert decode.parse_options('jacobi_pgj', {'block_size': '5'}).kwargs() == {'block_size': 5, 'max_len': 0}
+  assert decode.parse_options('jacobi_pj', {}).kwargs() == {'max_len': 0}
   assert jacobi.algorithm_options('pj', 3)['block_size'] == 0

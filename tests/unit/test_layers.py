@@ -16,7 +16,7 @@ PACKAGE = os.path.join(REPO, 'nat_jax')
 # Lower number = lower layer. A module's layer is that of its longest listed prefix.
 LAYERS = {
     'nat_jax.errors': -1,  # imports nothing of ours: any module may raise its errors
-    'nat_jax.core': 0, 'nat_jax.files': 0, 'nat_jax.hugepages': 0, 'nat_jax.backends': 0,
+    'nat_jax.core': 0, 'nat_jax.files': 0, 'nat_jax.hugepages': 0, 'nat_jax.backends': 0, 'nat_jax.settings': 0,
     'nat_jax.evaluation.timing': 0, 'nat_jax.training.config_defaults': 0, 'nat_jax.training.recipes': 0,
     'nat_jax.aot.__main__': 9,  # the `python -m nat_jax.aot` alias of nat_jax.commands.aot
     'nat_jax.data': 1, 'nat_jax.models': 1, 'nat_jax.losses': 1, 'nat_jax.run.sharding': 1,
@@ -172,7 +172,7 @@ def test_top_level_holds_the_rooms_and_the_command_aliases():
   """nat_jax/ holds subpackages (the rooms), a few leaf modules (views.py: the seam), and for each
   command a one-line alias that keeps the command line `python -m nat_jax.<command>`."""
   from nat_jax.commands.cli import COMMANDS
-  leaves = {'__init__', 'backends', 'errors', 'files', 'hugepages', 'views'}
+  leaves = {'__init__', 'backends', 'errors', 'files', 'hugepages', 'settings', 'views'}
   aliases = set(COMMANDS) - {'aot'}  # `python -m nat_jax.aot` is the aot package's __main__
   top = {name[:-3] for name in os.listdir(PACKAGE) if name.endswith('.py')}
   assert top == leaves | aliases, sorted(top ^ (leaves | aliases))
