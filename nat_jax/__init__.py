@@ -1,4 +1,7 @@
 """nat_jax: fast machine translation in JAX/Flax."""
+import importlib.abc
+import importlib.util
+import os
 import sys
 
 if sys.argv[:1] == ['-m']:  # Python is locating a `python -m nat_jax.<command>` (or benchmarks.<name>) module
@@ -18,3 +21,29 @@ def __getattr__(name):
     from nat_jax.run import translator
     return getattr(translator, name)
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+class _CommandAlias(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
+  """`python -m nat_jax.<command>` for every command (nat_jax.commands.names): the alias module that runs
+  its console() is made here, not kept as a file. Consulted after the path finders, so a real module wins."""
+
+  def find_spec(self, fullname, path=None, target=None):
+    parent, _, name = fullname.rpartition('.')
+    if parent != __name__:
+      return None
+    from nat_jax.commands.names import command_names
+    if name not in command_names():
+      return None
+    origin = os.path.join(os.path.dirname(__file__), 'commands', f'{name}.py')  # what argv[0] and --help show
+    return importlib.util.spec_from_loader(fullname, self, origin=origin)
+
+  def get_source(self, fullname):
+    return (f'"""`python -m {fullname}`: the command line of nat_jax/commands/{fullname.rpartition(".")[2]}.py."""\n'
+            f'from nat_jax.commands.{fullname.rpartition(".")[2]} import console\n\n'
+            "if __name__ == '__main__':\n  console()\n")
+
+  def is_package(self, fullname):
+    return False
+
+
+sys.meta_path.append(_CommandAlias())

@@ -2,7 +2,8 @@
 
 Imports nothing from nat_jax, so any module may use it. Every command line turns a `NatJaxError`
 (and an OSError such as a full disk or a read-only directory) into one line
-`error: <what is wrong and what to do>` on stderr and exit status 2 (`nat_jax.commands.cli.run_command`).
+`error: <what is wrong and what to do>` on stderr and exit status 2 (`nat_jax.commands.cli.run_command`;
+1 for `CheckFailed`: the work was done and its check does not hold).
 Warnings go through `log` to stderr, never to stdout, where translations are written: the
 command lines call `setup_logging()` (lines `warning: ...`); a library user without logging set up
 still sees warnings on stderr (Python's last-resort handler).
@@ -17,6 +18,12 @@ log = logging.getLogger('nat_jax')
 
 class NatJaxError(Exception):
   """Bad input, settings or files: the message names the problem and what to do."""
+  exit_status = 2  # of a command line that ends with it
+
+
+class CheckFailed(NatJaxError):
+  """A command did its work and what it checks does not hold (nat_jax.aot: a program does not fit): exit 1."""
+  exit_status = 1
 
 
 class ConfigError(NatJaxError, ValueError):

@@ -27,13 +27,12 @@ os.environ.setdefault('ALLOW_MULTIPLE_LIBTPU_LOAD', '1')
 os.environ.setdefault('JAX_SKIP_CUDA_CONSTRAINTS_CHECK', '1')
 
 import json  # noqa: E402
-import sys  # noqa: E402
 
 from absl import flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from nat_jax.commands import cli  # noqa: E402
-from nat_jax.errors import ConfigError  # noqa: E402
+from nat_jax.errors import CheckFailed, ConfigError  # noqa: E402
 from nat_jax.files import write_atomic  # noqa: E402
 from nat_jax.models.transformer import INFERENCE_DTYPES  # noqa: E402
 from nat_jax.training import recipes  # noqa: E402
@@ -104,8 +103,7 @@ def main(argv, decoder_options: dict[str, str]):  # decoder_options: for the cho
         FLAGS['config']), fit=fits, model_parallel=FLAGS.model_parallel), indent=2))
   problem = report.summary(results)
   if problem:
-    print(f'error: {problem}', file=sys.stderr, flush=True)
-    sys.exit(1)
+    raise CheckFailed(problem)
 
 
 # `nat-jax-aot`, `python -m nat_jax.aot`: not re-executed for huge pages (it compiles, it does not train)

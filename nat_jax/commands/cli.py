@@ -24,6 +24,7 @@ from absl import logging as absl_logging
 from ml_collections import config_flags
 
 from nat_jax import hugepages
+from nat_jax.commands.names import command_names
 from nat_jax.errors import ConfigError, NatJaxError, setup_logging
 from nat_jax.files import TMP_SUFFIX
 from nat_jax.run.workdir import Run, load_run
@@ -39,11 +40,12 @@ def quiet_logs():
   setup_logging()
 
 
-def fail(message: str):
-  """The one way a command line stops on bad input: `error: <message>` on stderr, exit status 2."""
+def fail(message: str, status: int = 2):
+  """The one way a command line stops on bad input: `error: <message>` on stderr, exit status 2 (1: a check
+  the command made does not hold, errors.CheckFailed)."""
   print(f'error: {message}', file=sys.stderr, flush=True)
   _settle_stdout()
-  sys.exit(2)
+  sys.exit(status)
 
 
 def _settle_stdout():
@@ -90,7 +92,7 @@ def run_command(main: Callable[..., Any], decoder_options: bool = False, command
     except app.UsageError as e:
       fail(str(e))
     except NatJaxError as e:
-      fail(str(e))
+      fail(str(e), e.exit_status)
     except OSError as e:
       fail(os_error_message(e))
     # Any other exception is a bug: it ends with its traceback (exit 1), for the report.
@@ -277,8 +279,7 @@ def settings_from_flags(settings_type: type, flag_values: flags.FlagValues = fla
   return settings_type(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}, **others)
 
 
-COMMANDS = ('train', 'translate', 'evaluate', 'distill', 'benchmark', 'export', 'lm', 'dagviz', 'ddgviz', 'serve',
-            'aot', 'convert')
+COMMANDS = command_names()  # each a console script of nat_jax.commands.<name> (pyproject.toml)
 
 
 def every_flag() -> dict[str, tuple[Flag, ...]]:

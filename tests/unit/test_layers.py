@@ -155,12 +155,12 @@ def test_the_seam_loads_no_decoder_and_no_method():
   assert out.returncode == 0 and out.stdout.strip() == '[]', (out.stdout, out.stderr[-2000:])
 
 
-COMMAND_HELPERS = ('nat_jax.commands.cli', 'nat_jax.commands.measuring')  # shared by commands, not commands
+COMMAND_HELPERS = ('nat_jax.commands.cli', 'nat_jax.commands.measuring', 'nat_jax.commands.names')  # not commands
 
 
 def test_no_command_imports_another():
   """Commands are thin over the libraries: a command module imports the commands' helpers
-  (cli, measuring), never another command."""
+  (cli, measuring, names), never another command."""
   crossings = [f'{os.path.relpath(path, REPO)}:{line}: {module} imports {imported}'
                for module, path in modules() if module.startswith('nat_jax.commands.')
                for imported, line in nat_jax_imports(path, module)
@@ -168,19 +168,35 @@ def test_no_command_imports_another():
   assert not crossings, 'commands importing commands:\n' + '\n'.join(crossings)
 
 
-def test_top_level_holds_the_rooms_and_the_command_aliases():
-  """nat_jax/ holds subpackages (the rooms), a few leaf modules (views.py: the seam), and for each
-  command a one-line alias that keeps the command line `python -m nat_jax.<command>`."""
-  from nat_jax.commands.cli import COMMANDS
+def test_top_level_holds_the_rooms_and_a_few_leaves():
+  """nat_jax/ holds subpackages (the rooms) and a few leaf modules (views.py: the seam); no file per command."""
   leaves = {'__init__', 'backends', 'errors', 'files', 'hugepages', 'settings', 'views'}
-  aliases = set(COMMANDS) - {'aot'}  # `python -m nat_jax.aot` is the aot package's __main__
   top = {name[:-3] for name in os.listdir(PACKAGE) if name.endswith('.py')}
-  assert top == leaves | aliases, sorted(top ^ (leaves | aliases))
-  for name in aliases:
-    tree = ast.parse(open(os.path.join(PACKAGE, f'{name}.py'), encoding='utf-8').read())
-    imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
-    assert [(n.module, [a.name for a in n.names]) for n in imports] == [(f'nat_jax.commands.{name}', ['console'])]
-    assert len(tree.body) == 3, name  # docstring, the import, `if __name__ == '__main__': console()`
+  assert top == leaves, sorted(top ^ leaves)
+
+
+def test_every_console_script_is_a_command_and_runs_as_python_m():
+  """The commands are the package's console scripts (pyproject.toml), each a module of nat_jax.commands with a
+  console(); `python -m nat_jax.<command>` resolves to an alias that runs it, for those names only."""
+  import importlib.util
+  import pkgutil
+  import tomllib
+
+  from nat_jax import commands
+  from nat_jax.commands.cli import COMMANDS
+  with open(os.path.join(REPO, 'pyproject.toml'), 'rb') as f:
+    scripts = tomllib.load(f)['project']['scripts']
+  assert sorted(COMMANDS) == sorted(v.split(':')[0].rsplit('.', 1)[1] for v in scripts.values())
+  assert scripts == {f'nat-jax-{name}': f'nat_jax.commands.{name}:console' for name in COMMANDS}
+  helpers = {m.name for m in pkgutil.iter_modules(commands.__path__)} - set(COMMANDS)
+  assert helpers == {m.rsplit('.', 1)[1] for m in COMMAND_HELPERS}, helpers  # a command, or a helper said so
+  for name in COMMANDS:
+    spec = importlib.util.find_spec(f'nat_jax.{name}')
+    if name == 'aot':  # a package: `python -m nat_jax.aot` runs its __main__
+      continue
+    source = spec.loader.get_source(spec.name)
+    assert f'from nat_jax.commands.{name} import console' in source and spec.origin.endswith(f'commands/{name}.py')
+  assert importlib.util.find_spec('nat_jax.no_such_command') is None
 
 
 def test_tests_are_unit_or_integration_and_share_helpers_through_support():
