@@ -30,7 +30,7 @@ from nat_jax.commands import cli
 from nat_jax.data import load_or_train_tokenizer, load_split
 from nat_jax.errors import ConfigError, log
 from nat_jax.files import atomic_output, write_atomic
-from nat_jax.training.config_defaults import base_config
+from nat_jax.recipes.defaults import base_config
 
 WHEELS = ('ml_collections', 'tqdm', 'tensorboard', 'absl-py')  # pure Python; the device may lack them
 LIMIT = 64 * 2 ** 20  # what the device tool carries

@@ -23,7 +23,7 @@ from benchmarks import sized_models
 from nat_jax.commands import cli
 from nat_jax.core.reduce import max_and_argmax
 from nat_jax.decode import greedy
-from nat_jax.evaluation.timing import alternated, machine
+from nat_jax.metrics.timing import alternated, machine
 
 flags.DEFINE_list('sizes', ['128', '256'], 'd_model of each size (benchmarks.sized_models.SIZES).')
 flags.DEFINE_list('batch_sizes', ['1', '64'], 'Rows.')

@@ -54,16 +54,15 @@ from benchmarks.batch_schedules import (
   slots_for,
 )
 from benchmarks.sized_models import VOCAB, decoder_fn, random_params, sized_method
-from nat_jax import decode
+from nat_jax import decode, recipes
 from nat_jax.commands import cli
 from nat_jax.core.reduce import argmax
 from nat_jax.data import load_or_train_tokenizer, load_split
 from nat_jax.data.tokenizer import TOKENIZER_FILE
 from nat_jax.errors import ConfigError
-from nat_jax.evaluation.timing import alternated, machine, timed
 from nat_jax.files import write_atomic
+from nat_jax.metrics.timing import alternated, machine, timed
 from nat_jax.run.translation import encode_sources
-from nat_jax.training import recipes
 from nat_jax.views import LeftToRightScorer
 
 flags.DEFINE_integer('size', 256, 'd_model (benchmarks.sized_models.SIZES; 256: the mid-size recipes\' E6D2).')

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from nat_jax.core.masks import NEG_INF
-from nat_jax.evaluation.timing import machine, median_timed
 from nat_jax.losses import dag, fuzzy
+from nat_jax.metrics.timing import machine, median_timed
 
 
 def make_inputs(batch: int, size: int, tlen: int, vocab: int, seed: int = 0):

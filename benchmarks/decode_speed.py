@@ -21,7 +21,7 @@ from nat_jax.commands import cli
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.decode.beam import add_beam_dim
-from nat_jax.evaluation.timing import machine, median_timed
+from nat_jax.metrics.timing import machine, median_timed
 from nat_jax.run.translation import encode_sources, source_lengths
 from nat_jax.run.workdir import load_run
 

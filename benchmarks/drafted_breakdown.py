@@ -28,8 +28,8 @@ from nat_jax.commands import cli
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.decode.drafted import drafted_decode, parse_drafter, redrafter
-from nat_jax.evaluation.timing import machine, timed
 from nat_jax.methods.autoregressive import autoregressive_inputs
+from nat_jax.metrics.timing import machine, timed
 from nat_jax.models.transformer import Transformer
 from nat_jax.run.resources import Resources
 from nat_jax.run.translation import encode_sources, source_lengths

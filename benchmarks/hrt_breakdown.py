@@ -19,7 +19,7 @@ from benchmarks.decode_speed import first_batch  # also defines --workdir, --bat
 from nat_jax import decode
 from nat_jax.commands import cli
 from nat_jax.decode import HybridScorer
-from nat_jax.evaluation.timing import machine, median_timed
+from nat_jax.metrics.timing import machine, median_timed
 from nat_jax.run.workdir import load_run
 
 FLAGS = flags.FLAGS

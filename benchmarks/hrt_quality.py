@@ -27,9 +27,9 @@ from nat_jax.data.tokenizer import Tokenizer
 from nat_jax.decode import DecodeOutput, HybridScorer
 from nat_jax.decode.greedy import greedy_search
 from nat_jax.decode.hrt import fill_chunks
-from nat_jax.evaluation.scoring import score_translations
-from nat_jax.evaluation.timing import machine
 from nat_jax.methods.hrt import chunk_samples
+from nat_jax.metrics.scoring import score_translations
+from nat_jax.metrics.timing import machine
 from nat_jax.run.translation import translate_texts
 from nat_jax.run.workdir import load_run
 

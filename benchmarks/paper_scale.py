@@ -24,10 +24,10 @@ import json  # noqa: E402
 
 from absl import flags  # noqa: E402
 
+from nat_jax import recipes
 from nat_jax.commands import cli  # noqa: E402
 from nat_jax.errors import ConfigError  # noqa: E402
 from nat_jax.files import write_atomic  # noqa: E402
-from nat_jax.training import recipes
 
 RECIPES = ('at_base', 'dat_wmt14_ende', 'fadat_wmt14_ende', 'cmlm_wmt14_ende', 'hrt_wmt14_ende', 'ibdec_wmt14_ende',
            'sa_wmt14_ende', 'ibsa_wmt14_ende', 'imdec_wmt14_ende', 'selfdraft_base', 'dat_drafter_base', 'at_e12d1',

@@ -37,8 +37,8 @@ from nat_jax import decode
 from nat_jax.commands import cli
 from nat_jax.core.reduce import argmax
 from nat_jax.errors import ConfigError
-from nat_jax.evaluation.timing import alternated, machine
 from nat_jax.files import write_atomic
+from nat_jax.metrics.timing import alternated, machine
 from nat_jax.views import LeftToRightScorer
 
 flags.DEFINE_list('sizes', ['128', '256', '512'], 'd_model of each size (benchmarks.sized_models.SIZES).')

@@ -25,7 +25,7 @@ from absl import flags
 from nat_jax.commands import cli
 from nat_jax.data import inference_batches, load_split
 from nat_jax.evaluation.benchmark import Entry, build_row
-from nat_jax.evaluation.timing import machine, timed
+from nat_jax.metrics.timing import machine, timed
 from nat_jax.run.translation import encode_sources, source_lengths
 from nat_jax.run.workdir import load_run
 

@@ -43,8 +43,8 @@ from nat_jax.commands import cli
 from nat_jax.data import load_split
 from nat_jax.deploy.server import COMPOSE
 from nat_jax.errors import ConfigError
-from nat_jax.evaluation.timing import machine
 from nat_jax.files import write_atomic
+from nat_jax.metrics.timing import machine
 from nat_jax.models.transformer import INFERENCE_DTYPES
 from nat_jax.run.translator import Translator
 

@@ -61,15 +61,14 @@ from benchmarks.sized_models import (
   source_batch,
   steps_of,
 )
-from nat_jax import decode
+from nat_jax import decode, recipes
 from nat_jax.commands import cli
 from nat_jax.data import load_or_train_tokenizer, load_split
 from nat_jax.data.tokenizer import TOKENIZER_FILE
 from nat_jax.errors import ConfigError
-from nat_jax.evaluation.timing import alternated, machine, timed
 from nat_jax.files import write_atomic
+from nat_jax.metrics.timing import alternated, machine, timed
 from nat_jax.run.translation import encode_sources
-from nat_jax.training import recipes
 from nat_jax.views import LeftToRightScorer
 
 flags.DEFINE_list('sizes', ['128', '256', '512'], 'd_model of each size (keys of SIZES).')

@@ -13,13 +13,12 @@ import ml_collections
 import numpy as np
 from flax import linen as nn
 
-from nat_jax import decode
+from nat_jax import decode, recipes
 from nat_jax.core.tokens import EOS_ID, MASK_ID
 from nat_jax.decode.drafted import drafted_decode
 from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
 from nat_jax.run.workdir import inference_params
-from nat_jax.training import recipes
 from nat_jax.views import LeftToRightScorer
 
 VOCAB = 4000

@@ -31,9 +31,9 @@ from nat_jax.commands import cli
 from nat_jax.commands.train import COMMAND_FLAGS
 from nat_jax.data import bucket_shapes
 from nat_jax.errors import ConfigError
-from nat_jax.evaluation.timing import machine, timed
 from nat_jax.methods import get_method
-from nat_jax.run import sharding
+from nat_jax.metrics.timing import machine, timed
+from nat_jax.parallel import sharding
 from nat_jax.run.train_state import create_train_state, make_optimizer, state_shardings
 from nat_jax.training.loop import load_data, training_batches
 from nat_jax.training.steps import compile_steps

@@ -29,10 +29,10 @@ from typing import Optional
 import numpy as np
 from absl import flags
 
+from nat_jax import recipes
 from nat_jax.commands import cli
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
-from nat_jax.training import recipes
 
 flags.DEFINE_string('out', None, 'Directory for unit_speed.json.')
 flags.DEFINE_list('batch_sizes', ['1', '64'], 'Batch sizes (sentences).')
@@ -83,8 +83,8 @@ def concrete(tree, seed: int):
 
 def time_calls(fn, args, repeats: int) -> dict:
   """Compile seconds, then median / p10 / p90 milliseconds of `repeats` host-dispatched calls
-  (nat_jax.evaluation.timing.timed: every output ready) after 3 warm-up calls."""
-  from nat_jax.evaluation.timing import timed
+  (nat_jax.metrics.timing.timed: every output ready) after 3 warm-up calls."""
+  from nat_jax.metrics.timing import timed
   out, compile_s = timed(lambda: fn(*args))
   for _ in range(3):
     timed(lambda: fn(*args))

@@ -35,8 +35,8 @@ from nat_jax.commands import cli
 from nat_jax.core.reduce import max_and_argmax
 from nat_jax.core.tokens import EOS_ID
 from nat_jax.errors import ConfigError
-from nat_jax.evaluation.timing import alternated, machine, timed
 from nat_jax.files import write_atomic
+from nat_jax.metrics.timing import alternated, machine, timed
 
 flags.DEFINE_integer('size', 512, 'd_model (a key of benchmarks.sized_models.SIZES; 512: Transformer-base).')
 flags.DEFINE_list('vocabs', ['4000', '32000', '58102'], 'Vocabulary sizes; the first is the unit (4,000: our '

@@ -7,7 +7,7 @@ WMT14 En-De (needs network for tfds to prepare it once):
       --config.data.source=tfds --config.data.tfds_name=wmt14_translate/de-en \
       --config.data.source_lang=en --config.data.target_lang=de --config.vocab_size=32000
 """
-from nat_jax.training.config_defaults import base_config
+from nat_jax.recipes.defaults import base_config
 
 
 def get_config():

@@ -10,7 +10,7 @@ Sized for compute, not capacity: on 2 CPU cores a d=128 model sees ~5 epochs in 
 one sees 2, and scores higher at equal wall-clock (docs/lab-notes/2026-11-21-at-tiny.md). The learning rate cools
 down linearly to 0 over the last 40% of the steps and the last 3 checkpoints are averaged.
 """
-from nat_jax.training.config_defaults import base_config
+from nat_jax.recipes.defaults import base_config
 
 
 def get_config():

@@ -9,7 +9,7 @@ Reported (raw data): DA-Transformer lookahead 26.57 BLEU at 13.9x AT-beam speed.
 Then: configs/fadat_wmt14_ende.py.
 """
 from nat_jax.methods import dag
-from nat_jax.training.config_defaults import base_config
+from nat_jax.recipes.defaults import base_config
 
 
 def get_config():

@@ -171,8 +171,8 @@ def cli_reference() -> str:
 
 def tiny_methods() -> dict[str, object]:
   """A method object of each tiny Bible recipe, by recipe name (no parameters are built)."""
+  from nat_jax import recipes
   from nat_jax.methods.registry import get_method
-  from nat_jax.training import recipes
   names = ('at_bible_tiny', 'dat_bible_tiny', 'cmlm_bible_tiny', 'hrt_bible_tiny', 'ibdec_bible_tiny',
            'selfdraft_bible_tiny')
   return {name: get_method(recipes.load_recipe(recipes.recipe_path(name)), 4000) for name in names}
@@ -454,7 +454,7 @@ def method_fragment(page: str) -> str:
 
 def methods_table(prefix: str) -> str:
   """The methods table with links from a page `prefix` away from docs/ ('docs/' from the README)."""
-  from nat_jax.training import recipes
+  from nat_jax import recipes
   body = []
   for label, page, paper, gives, recipe in METHODS:
     if recipe is None:

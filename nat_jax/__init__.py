@@ -25,12 +25,14 @@ def __getattr__(name):
 
 class _CommandAlias(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
   """`python -m nat_jax.<command>` for every command (nat_jax.commands.names): the alias module that runs
-  its console() is made here, not kept as a file. Consulted after the path finders, so a real module wins."""
+  its console() is made here, not kept as a file (for a command that is also a library package, nat_jax.aot,
+  its `__main__`). Consulted after the path finders, so a real module wins."""
 
   def find_spec(self, fullname, path=None, target=None):
-    parent, _, name = fullname.rpartition('.')
-    if parent != __name__:
+    parts = fullname.split('.')
+    if parts[0] != __name__ or len(parts) not in (2, 3) or parts[2:] not in ([], ['__main__']):
       return None
+    name = parts[1]
     from nat_jax.commands.names import command_names
     if name not in command_names():
       return None
@@ -38,8 +40,9 @@ class _CommandAlias(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
     return importlib.util.spec_from_loader(fullname, self, origin=origin)
 
   def get_source(self, fullname):
-    return (f'"""`python -m {fullname}`: the command line of nat_jax/commands/{fullname.rpartition(".")[2]}.py."""\n'
-            f'from nat_jax.commands.{fullname.rpartition(".")[2]} import console\n\n'
+    name = fullname.split('.')[1]
+    return (f'"""`python -m nat_jax.{name}`: the command line of nat_jax/commands/{name}.py."""\n'
+            f'from nat_jax.commands.{name} import console\n\n'
             "if __name__ == '__main__':\n  console()\n")
 
   def is_package(self, fullname):

@@ -24,7 +24,7 @@ from nat_jax.core.tokens import BOS_ID
 from nat_jax.decode import Graph, GraphPredictor, LeftToRightScorer
 from nat_jax.decode import dag as dag_decode
 from nat_jax.methods import DEFAULTS, dag, get_method
-from nat_jax.training.config_defaults import base_config
+from nat_jax.recipes.defaults import base_config
 
 
 def tiny_config(corpus: dict[str, str], compile_cache: str = '', **overrides) -> ml_collections.ConfigDict:

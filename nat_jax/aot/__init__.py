@@ -11,7 +11,7 @@ cost and collective figures, and projected onto the chip's roofline. Install the
   analysis.py  compile one program; memory, cost, collectives, host callbacks and transfers
   report.py    compile a recipe's programs, search a batch that fits, tables and JSON
   roofline.py  projected decoding speed from per-call costs and measured calls per sentence
-  __main__.py  the command line
+  (the command line: nat_jax/commands/aot.py, run as `python -m nat_jax.aot` by the package's import hook)
 
 This package imports nothing at import time, so `python -m nat_jax.aot` can choose JAX's platform
 before JAX loads.

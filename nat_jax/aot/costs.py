@@ -9,11 +9,11 @@ import json
 import os
 from typing import Optional
 
+from nat_jax import recipes
 from nat_jax.aot import analysis, programs, roofline
 from nat_jax.aot.programs import unit_label
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
-from nat_jax.training import recipes
 
 
 def recipe_costs(recipe: str, units: set, target, batches: list[int], width: int) -> dict:

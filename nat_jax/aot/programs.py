@@ -30,7 +30,7 @@ from nat_jax.core.tokens import decode_length_bound
 from nat_jax.data.batching import bucket_shapes, packed_shape
 from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
-from nat_jax.run import sharding
+from nat_jax.parallel import sharding
 from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
 from nat_jax.training.steps import compile_steps
 from nat_jax.views import HybridScorer, LeftToRightScorer, MaskPredictor, WindowDrafter

@@ -31,11 +31,11 @@ import json  # noqa: E402
 from absl import flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from nat_jax import recipes  # noqa: E402
 from nat_jax.commands import cli  # noqa: E402
 from nat_jax.errors import CheckFailed, ConfigError  # noqa: E402
 from nat_jax.files import write_atomic  # noqa: E402
 from nat_jax.models.transformer import INFERENCE_DTYPES  # noqa: E402
-from nat_jax.training import recipes  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -76,7 +76,7 @@ def drafter_loader(mesh):
 
 def main(argv, decoder_options: dict[str, str]):  # decoder_options: for the chosen decoders that have each
   from nat_jax.aot import report, targets
-  from nat_jax.run import sharding
+  from nat_jax.parallel import sharding
   from nat_jax.training.config import validate_config
   config = FLAGS.config
   validate_config(config)

@@ -27,9 +27,9 @@ from nat_jax import hugepages
 from nat_jax.commands.names import command_names
 from nat_jax.errors import ConfigError, NatJaxError, setup_logging
 from nat_jax.files import TMP_SUFFIX
+from nat_jax.recipes import load_recipe, recipe_path
 from nat_jax.run.workdir import Run, load_run
 from nat_jax.settings import MAX_ROWS
-from nat_jax.training.recipes import load_recipe, recipe_path
 
 
 def quiet_logs():

@@ -36,11 +36,11 @@ from nat_jax.data.tokenizer import write_piece_tokenizer
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
 from nat_jax.methods import get_method
+from nat_jax.parallel.sharding import make_mesh
+from nat_jax.recipes.defaults import base_config
 from nat_jax.run.checkpoint import Checkpointer
-from nat_jax.run.sharding import make_mesh
 from nat_jax.run.train_state import create_train_state, dummy_batch, make_optimizer
 from nat_jax.run.workdir import CONFIG_FILE
-from nat_jax.training.config_defaults import base_config
 
 CONFIG, GENERATION, VOCAB = 'config.json', 'generation_config.json', 'vocab.json'
 SOURCE_SPM, TARGET_SPM = 'source.spm', 'target.spm'

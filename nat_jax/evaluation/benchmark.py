@@ -35,9 +35,9 @@ from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.deploy import ct2
 from nat_jax.errors import ConfigError
-from nat_jax.evaluation.scoring import reference_view
-from nat_jax.evaluation.timing import machine, timed
 from nat_jax.files import atomic_output, write_atomic
+from nat_jax.metrics.scoring import reference_view
+from nat_jax.metrics.timing import machine, timed
 from nat_jax.models.transformer import INFERENCE_DTYPES
 from nat_jax.run.translation import encode_sources, source_lengths, translate_texts
 from nat_jax.run.translator import Translator

@@ -1,7 +1,7 @@
 """Transformer building blocks: embeddings, positions, attention with masks, relative keys and a KV cache, FFN.
 
 Every parameter carries logical axis names (`embed`, `heads`, `kv`, `mlp`, `vocab`) that
-`nat_jax.run.sharding` maps onto the device mesh, so the same module runs on one CPU or a pod.
+`nat_jax.parallel.sharding` maps onto the device mesh, so the same module runs on one CPU or a pod.
 """
 from __future__ import annotations
 

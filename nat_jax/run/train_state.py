@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import NamedSharding
 
-from nat_jax.run import sharding
+from nat_jax.parallel import sharding
 
 
 @flax.struct.dataclass

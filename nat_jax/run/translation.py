@@ -14,8 +14,8 @@ import numpy as np
 from nat_jax.core.tokens import WIDTH_STEP
 from nat_jax.data import Tokenizer, inference_batches
 from nat_jax.errors import log
+from nat_jax.parallel.sharding import place_rows
 from nat_jax.run import compiled
-from nat_jax.run.sharding import place_rows
 
 
 def source_lengths(max_len: int, geometric: bool = False) -> list[int]:

@@ -17,8 +17,8 @@ from nat_jax.errors import CheckpointError, ConfigError, DataError
 from nat_jax.methods import get_method
 from nat_jax.models.int8 import quantize_params
 from nat_jax.models.transformer import DTYPES, INFERENCE_DTYPES
+from nat_jax.parallel.sharding import make_mesh
 from nat_jax.run import checkpoint
-from nat_jax.run.sharding import make_mesh
 from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
 
 CONFIG_FILE = 'config.json'

@@ -11,7 +11,7 @@ from typing import Callable
 
 import jax
 
-from nat_jax.run.summaries import ScalarWriter
+from nat_jax.training.summaries import ScalarWriter
 
 LOCK_FILE = 'train.lock'         # held (flock) by the training that writes the workdir
 

@@ -30,10 +30,11 @@ from nat_jax.data.distilled import distilled_pairs, read_teacher_translations
 from nat_jax.data.tokenizer import TOKENIZER_FILE, VOCABULARY_FILE, copy_tokenizer, has_tokenizer, open_tokenizer
 from nat_jax.decode import build_decoder
 from nat_jax.errors import ConfigError, TrainingError, log
-from nat_jax.evaluation.scoring import score_translations
 from nat_jax.files import exclusive, write_atomic
 from nat_jax.methods import get_method
-from nat_jax.run import checkpoint, sharding
+from nat_jax.metrics.scoring import score_translations
+from nat_jax.parallel import sharding
+from nat_jax.run import checkpoint
 from nat_jax.run.resources import Resources
 from nat_jax.run.train_state import TrainState, create_train_state, lr_schedule, make_optimizer, state_shardings
 from nat_jax.run.translation import translate_texts

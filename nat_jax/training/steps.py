@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from nat_jax.run import sharding
+from nat_jax.parallel import sharding
 from nat_jax.run.train_state import TrainState
 
 

@@ -1,5 +1,5 @@
 """Run by tests/integration/test_aot.py in a process with 4 fake CPU devices: every decoder of every method decodes
-the same batch on one device and with its rows split over 4 devices (nat_jax.run.sharding.place_rows, what
+the same batch on one device and with its rows split over 4 devices (nat_jax.parallel.sharding.place_rows, what
 translate does with a run on several devices); the outputs must be identical.
 
   XLA_FLAGS=--xla_force_host_platform_device_count=4 JAX_PLATFORMS=cpu \
@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from nat_jax import decode
-from nat_jax.run import sharding
+from nat_jax.parallel import sharding
 from tests.support import random_model
 
 VOCAB = 40

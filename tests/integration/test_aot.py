@@ -205,7 +205,7 @@ def test_cost_analysis_counts_a_loop_body_once():
 
 def test_projection_plans_name_real_units_and_claims():
   """Every plan names recipes in configs/ and units nat_jax.aot.programs builds; every claim pairs two plans."""
-  from nat_jax.training import recipes
+  from nat_jax import recipes
   labels = {'encode', 'step', 'pass3', 'pass4', 'pass8', 'beam4 step', 'fill', 'fill(5 lengths)', 'encode+length',
             'draft head'}
   for recipe, units in roofline.recipes_needed().items():
@@ -277,7 +277,7 @@ def test_a_mesh_axis_that_does_not_divide_a_dimension_leaves_it_whole():
 
   from jax.sharding import PartitionSpec as P
 
-  from nat_jax.run.sharding import fit_spec
+  from nat_jax.parallel.sharding import fit_spec
   mesh = SimpleNamespace(shape={'data': 4, 'model': 2})
   assert fit_spec(P('model', None), (8000, 512), mesh) == P('model', None)
   assert fit_spec(P('model', None), (7999, 512), mesh) == P(None, None)

@@ -15,7 +15,7 @@ import sacrebleu
 
 from nat_jax import decode
 from nat_jax.evaluation import benchmark
-from nat_jax.evaluation.scoring import ngram_match_shares
+from nat_jax.metrics.scoring import ngram_match_shares
 from nat_jax.run.translation import translate_texts
 from nat_jax.run.workdir import load_run
 from tests.support import REPO

@@ -22,8 +22,8 @@ from nat_jax.data.tokenizer import one_line
 from nat_jax.errors import CheckpointError, ConfigError, ResourceBusy, TrainingError
 from nat_jax.files import exclusive
 from nat_jax.methods import get_method
+from nat_jax.parallel.sharding import make_mesh
 from nat_jax.run import checkpoint
-from nat_jax.run.sharding import make_mesh
 from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
 from nat_jax.run.translation import encode_sources, translate_texts
 from nat_jax.run.workdir import load_run, read_run_config

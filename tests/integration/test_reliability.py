@@ -18,19 +18,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nat_jax import decode
+from nat_jax import decode, recipes
 from nat_jax.commands import cli
 from nat_jax.commands.translate import translate_stream
 from nat_jax.decode import DecodeOutput
 from nat_jax.errors import CheckpointError, ConfigError
 from nat_jax.files import atomic_output, remove_stale_temporaries
 from nat_jax.methods import get_method
+from nat_jax.parallel.sharding import make_mesh
 from nat_jax.run import checkpoint
-from nat_jax.run.sharding import make_mesh
 from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
 from nat_jax.run.translation import translate_texts
 from nat_jax.run.workdir import load_run
-from nat_jax.training import recipes
 from nat_jax.training.distill import distill
 from nat_jax.training.loop import train_and_evaluate
 from nat_jax.viz.dag import DagPicture, DecoderPath, write_png

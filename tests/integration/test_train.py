@@ -135,7 +135,7 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, trained_run,
   assert 'checkpoint step 8 is unreadable' in caplog.text and capsys.readouterr().out == ''
   # And training restarts from it rather than crashing.
   ckpt = checkpoint.Checkpointer(workdir)
-  from nat_jax.run.sharding import make_mesh
+  from nat_jax.parallel.sharding import make_mesh
   from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
   abstract, _ = state_shardings(run.method, make_optimizer(run.config), dummy_batch(), make_mesh(1))
   state, meta = ckpt.restore_latest(abstract)
@@ -153,8 +153,8 @@ SHARDED_SCRIPT = textwrap.dedent('''
     os.environ['JAX_PLATFORMS'] = 'cpu'
     import jax, jax.numpy as jnp, numpy as np
     from jax.sharding import Mesh
-    from nat_jax.run import sharding
-    from nat_jax.training.config_defaults import base_config
+    from nat_jax.parallel import sharding
+    from nat_jax.recipes.defaults import base_config
     from nat_jax.methods import get_method
     from nat_jax.training.steps import compile_steps
     from nat_jax.run.train_state import create_train_state, make_optimizer, state_shardings
@@ -242,7 +242,7 @@ def test_checkpoint_averaging_and_best(trained_run):
 
   import orbax.checkpoint as ocp
 
-  from nat_jax.run.sharding import make_mesh
+  from nat_jax.parallel.sharding import make_mesh
   from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
   run = load_run(trained_run)
   abstract, _ = state_shardings(run.method, make_optimizer(run.config), dummy_batch(), make_mesh(1))

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from flax import linen as nn
 
+from nat_jax import recipes
 from nat_jax.core.masks import attention_mask
 from nat_jax.methods import get_method
 from nat_jax.models import int8
 from nat_jax.run.train_state import dummy_batch
 from nat_jax.run.workdir import inference_params
-from nat_jax.training import recipes
 from tests.support import random_model
 
 

@@ -17,10 +17,9 @@ PACKAGE = os.path.join(REPO, 'nat_jax')
 LAYERS = {
     'nat_jax.errors': -1,  # imports nothing of ours: any module may raise its errors
     'nat_jax.core': 0, 'nat_jax.files': 0, 'nat_jax.hugepages': 0, 'nat_jax.backends': 0, 'nat_jax.settings': 0,
-    'nat_jax.evaluation.timing': 0, 'nat_jax.training.config_defaults': 0, 'nat_jax.training.recipes': 0,
-    'nat_jax.aot.__main__': 9,  # the `python -m nat_jax.aot` alias of nat_jax.commands.aot
-    'nat_jax.data': 1, 'nat_jax.models': 1, 'nat_jax.losses': 1, 'nat_jax.run.sharding': 1,
-    'nat_jax.evaluation.scoring': 1, 'nat_jax.run.summaries': 1,
+    'nat_jax.metrics': 0,  # BLEU / chrF and timing
+    'nat_jax.recipes': 0,  # the recipes' shared defaults and their loader
+    'nat_jax.data': 1, 'nat_jax.models': 1, 'nat_jax.losses': 1, 'nat_jax.parallel': 1,
     'nat_jax.views': 2,  # the seam: methods offer these Protocols, decoders consume them
     'nat_jax.methods': 3, 'nat_jax.decode': 3,
     'nat_jax.run': 4,  # a trained run: checkpoints, train state, translation, workdir, the Translator
@@ -30,7 +29,7 @@ LAYERS = {
     'nat_jax.viz': 5,  # the DAG and decoding-graph pictures
     'nat_jax.aot': 7,  # compiles training's own jitted steps and the decoders for other devices
     'nat_jax.commands': 8,  # the command lines, each over the libraries; none imports another
-    'nat_jax': 9,  # the package itself and its `python -m nat_jax.<command>` aliases
+    'nat_jax': 9,  # the package itself and its `python -m nat_jax.<command>` import hook
 }
 
 
@@ -191,9 +190,7 @@ def test_every_console_script_is_a_command_and_runs_as_python_m():
   helpers = {m.name for m in pkgutil.iter_modules(commands.__path__)} - set(COMMANDS)
   assert helpers == {m.rsplit('.', 1)[1] for m in COMMAND_HELPERS}, helpers  # a command, or a helper said so
   for name in COMMANDS:
-    spec = importlib.util.find_spec(f'nat_jax.{name}')
-    if name == 'aot':  # a package: `python -m nat_jax.aot` runs its __main__
-      continue
+    spec = importlib.util.find_spec(f'nat_jax.{name}' + ('.__main__' if name == 'aot' else ''))  # aot: a package
     source = spec.loader.get_source(spec.name)
     assert f'from nat_jax.commands.{name} import console' in source and spec.origin.endswith(f'commands/{name}.py')
   assert importlib.util.find_spec('nat_jax.no_such_command') is None

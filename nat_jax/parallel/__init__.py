@@ -1,0 +1,1 @@
+"""Device meshes and the sharding of parameters and batches over them (sharding.py)."""
