@@ -348,6 +348,8 @@ class Service:
     for name in sorted(allowed):
       translator.decoder_for(name)  # an unknown or unfitting decoder fails at start, not per request
     self.allowed = sorted(allowed)
+    # options that name files (lm, drafter): the server's own, never a request's
+    self.file_options = {option for decoder in DECODERS.values() for option in names_files(decoder.options)}
     self.batcher: Optional[Batcher] = None
     self.metrics.queue_depth.set_function(lambda: self.batcher.depth() if self.batcher else 0)
     routes = [Route('/v1/translate', self.translate, methods=['POST']),
@@ -411,12 +413,13 @@ class Service:
       raise BadRequest(400, f'decoder {name!r} is not served here; allowed: {", ".join(self.allowed)}.')
     if options is not None and not isinstance(options, dict):
       raise BadRequest(400, '"options": expected an object of decoder options, e.g. {"beam_size": 4}.')
-    files = {option for decoder in DECODERS.values() for option in names_files(decoder.options)}
-    if options and (paths := sorted(set(options) & files)):
+    if options and (paths := sorted(set(options) & self.file_options)):
       raise BadRequest(400, f'"options": {", ".join(paths)} name files; they are set when the server starts, '
                        'not per request.')
     try:
-      return name or self.translator.decoder, self.translator.decoder_for(name, options)[1]
+      key = self.translator.resolve(name, options)
+      self.translator.decoder_for(*key)  # built (and checked) now, not in the worker
+      return key
     except ConfigError as e:
       raise BadRequest(400, f'"options": {e}') from None
 

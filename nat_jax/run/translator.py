@@ -48,6 +48,12 @@ def check_batch_size(batch_size):
     raise ConfigError(f'batch_size must be a positive integer, got {batch_size!r}.')
 
 
+def check_decoder_name(name) -> str:
+  if not isinstance(name, str):
+    raise ConfigError(f'decoder must be a decoder name (a string), got {type(name).__name__}.')
+  return name
+
+
 def default_decoder(run: Run) -> str:
   """The run's config.default_decoder where it names one (a converted OPUS-MT run: what its generation
   settings say), else greedy where the run's method has a left-to-right view, else the decoder its recipe
@@ -93,9 +99,7 @@ class Translator:
     self._lock = threading.Lock()  # one decode at a time
     self._build_lock = threading.Lock()  # the decoder cache (never held while decoding)
     self._decoders: dict[tuple[str, decode.Options], Callable] = {}
-    self.decoder = decoder or default_decoder(run)
-    if not isinstance(self.decoder, str):
-      raise ConfigError(f'decoder must be a decoder name (a string), got {type(self.decoder).__name__}.')
+    self.decoder = check_decoder_name(decoder or default_decoder(run))
     self.options = decode.run_options(run.method, self.decoder, decoder_options)
     self.decoder_for()  # checked and built now: bad options fail at load
 
@@ -109,9 +113,7 @@ class Translator:
     """(decoder, typed options) that `decoder_for` builds: typed `options` (a decoder's Options dataclass) as
     given; option values (strings, numbers or booleans, as `--decoder.<opt>=<v>` takes them) laid over this
     translator's options (no name, or its decoder's) or the run's defaults of decoder `name`."""
-    name = self.decoder if name is None else name
-    if not isinstance(name, str):
-      raise ConfigError(f'decoder must be a decoder name (a string), got {type(name).__name__}.')
+    name = self.decoder if name is None else check_decoder_name(name)
     if isinstance(options, decode.Options):
       return name, options
     if options is not None and not isinstance(options, Mapping):
