@@ -3,7 +3,7 @@
 
   python -m benchmarks.projected_speed --out=runs/projected [--targets=h100,v5e:2x2]
 
-PROJECTED, NOT MEASURED. For every plan of nat_jax.aot.roofline (each method's default decoder and the
+PROJECTED, NOT MEASURED. For every plan of benchmarks/roofline.py (each method's default decoder and the
 baselines the seeds compare with), the sequential calls it makes are compiled alone for ONE chip of
 each target (a step over a 64-slot cache, a verification pass, a fill pass, a whole loop-free DAG
 decoder, the encoder), in bf16 as a run decodes with --dtype=bfloat16, at batch 1 and 64 with
@@ -43,8 +43,9 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-  from nat_jax.aot import roofline, targets
-  from nat_jax.aot.costs import cached_costs
+  from benchmarks import roofline
+  from benchmarks.costs import cached_costs
+  from nat_jax.aot import targets
   if not FLAGS.out:
     raise ConfigError('--out=<directory> is required.')
   os.makedirs(FLAGS.out, exist_ok=True)

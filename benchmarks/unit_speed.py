@@ -4,7 +4,7 @@ benchmarks/projected_speed.py.
 
   python -m benchmarks.unit_speed --out=DIR [--batch_sizes=1,64] [--width=40] [--repeats=30]
 
-For every call of every plan in nat_jax.aot.roofline (a left-to-right step over a 64-slot cache, a
+For every call of every plan in benchmarks/roofline.py (a left-to-right step over a 64-slot cache, a
 verification pass, a fill pass, the loop-free DAG decoder, the encoder) of every recipe a plan needs:
 the same program nat_jax.aot compiles (nat_jax.aot.programs), here for one local device, in bf16 as a
 run decodes with --dtype=bfloat16, with random weights (a call's cost does not depend on them) and
@@ -135,7 +135,8 @@ def loop_trips(aux: dict) -> int:
 def measure():
   import jax
 
-  from nat_jax.aot import roofline, targets
+  from benchmarks import roofline
+  from nat_jax.aot import targets
   device = jax.devices()[0]
   chip_name = FLAGS.chip or chip_of(device)
   if chip_name not in targets.CHIPS:
@@ -171,8 +172,9 @@ def compare(measured_path: str, costs_dir: str, cost_targets: list[str]):
   """Three columns per plan and per claimed pair (markdown on stdout): the roofline projection with
   the chip table's per-call overhead; the same with the overhead fitted to the measured in-loop greedy
   step (its time less its roofline time); and the plan composed of the measured host-dispatched calls."""
-  from nat_jax.aot import roofline, targets
-  from nat_jax.aot.costs import cached_costs
+  from benchmarks import roofline
+  from benchmarks.costs import cached_costs
+  from nat_jax.aot import targets
   with open(measured_path) as f:
     measured = json.load(f)
   units, width = measured['units'], measured['width']

@@ -78,6 +78,9 @@ class _without_lines:
     self.noise = noise
 
   def __enter__(self):
+    self.saved = None
+    if sys.stderr is None:  # started with stderr closed: nothing to filter
+      return self
     sys.stderr.flush()
     self.saved = os.dup(2)
     self.capture = tempfile.TemporaryFile()
@@ -85,6 +88,8 @@ class _without_lines:
     return self
 
   def __exit__(self, *exc):
+    if self.saved is None:
+      return False
     sys.stderr.flush()
     os.dup2(self.saved, 2)
     os.close(self.saved)

@@ -26,6 +26,18 @@ class CheckFailed(NatJaxError):
   exit_status = 1
 
 
+class Stopped(BaseException):
+  """A command stopped by SIGTERM or SIGINT (Ctrl-C) before it finished: raised where the command was (a
+  BaseException, like KeyboardInterrupt, so no `except Exception` keeps it), every file it was writing removed
+  on the way out (nat_jax.files), and the command's exit status 128 + the signal's number, as a shell reports
+  it (143, 130). The message says what was kept and how to go on."""
+
+  def __init__(self, signum: int, kept: str = 'no output was left half-written; rerun the same command'):
+    import signal
+    super().__init__(f'stopped by {signal.Signals(signum).name}: {kept}.')
+    self.signum, self.exit_status = signum, 128 + signum
+
+
 class ConfigError(NatJaxError, ValueError):
   """A setting (config key, flag, decoder option) that cannot work."""
 

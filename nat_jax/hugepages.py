@@ -90,8 +90,9 @@ def reexec_command_line():
     return
   env = tuned_environment(os.environ, orig_argv, glibc_version(), transparent_hugepages_enabled())
   if env is not None:
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+      if stream is not None:  # None: the process was started with it closed
+        stream.flush()
     os.execve(sys.executable, [sys.executable, *orig_argv[1:]], env)
 
 

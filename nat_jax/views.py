@@ -4,7 +4,7 @@ A decoder never sees a method or its parameters. A method offers *views* (`metho
 Protocol -> build(params) -> object implementing it), and a decoder registered for a Protocol
 runs on every method that offers it. Views are built inside the jitted decode function, so
 their parameters are traced arguments, not constants. Tests drive decoders with small
-hand-written views (tests/unit/test_decoders.py), as t5x's decoding tests use a Markov
+hand-written views (tests/unit/test_decode.py), as t5x's decoding tests use a Markov
 `tokens_to_logits`. Nor does a decoder read a file or load a run: what a decoder's `prepare` needs
 from outside (another run to draft with, an n-gram model) the run layer hands it as `RunResources`.
 This module imports no decoder and no method: both sides import it.

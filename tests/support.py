@@ -4,6 +4,7 @@ view, hand-written DAG decoders, graphs from tables, the repository root and a c
 and a device node made in a temporary directory."""
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import stat
@@ -323,3 +324,67 @@ def assert_same_as_greedy(outs, configs):
     # iterations <= greedy steps (docs/methods/jacobi.md allows greedy length + 1).
     assert (iterations <= steps).all(), (name, options, iterations, steps)
     assert (np.asarray(out.aux['passes']) >= iterations).all()
+
+
+# --- a padded batch of DAGs (tests of nat_jax.losses.dag / fuzzy and nat_jax.decode.dag) ---------------------------
+# One padded batch mixes graph and target lengths: a normal pair, a short one, one with repeated reference n-grams, a
+# target longer than its graph (no path), a one-vertex graph, and an empty padding row. Every ignored entry holds a
+# large garbage value (|x| up to 1e4, exp() would overflow).
+L, M, V = 7, 5, 3  # vertices, target tokens, vocabulary
+GRAPH = np.array([7, 5, 6, 3, 1, 0])
+TARGET = np.array([5, 3, 5, 5, 1, 0])  # row 3: T > G (impossible); row 5: padding
+
+
+def _garbage(rng, shape):
+  return rng.uniform(-1e4, 1e4, size=shape)
+
+
+def _log_softmax(x, mask):
+  x = np.where(mask, x, -np.inf)
+  top = np.max(x, axis=-1, keepdims=True)
+  top = np.where(np.isfinite(top), top, 0.0)
+  out = x - top - np.log(np.sum(np.exp(x - top), axis=-1, keepdims=True) + 1e-300)
+  return np.where(mask, out, -np.inf)
+
+
+def dag_batch():
+  """Normalized transitions, token distributions, targets and log_emit (garbage where ignored)."""
+  rng = np.random.default_rng(0)
+  b = len(GRAPH)
+  v = np.arange(L)
+  tmask = (v[:, None] < v[None, :])[None] & (v[None, None, :] < GRAPH[:, None, None])  # [B, L, L]
+  log_trans = _log_softmax(rng.normal(size=(b, L, L)) * 1.5, tmask)
+  log_trans = np.where(tmask, log_trans, _garbage(rng, (b, L, L)))
+  log_probs = _log_softmax(rng.normal(size=(b, L, V)) * 1.5, np.ones((b, L, V), bool))  # [B, L, V]
+  targets = rng.integers(0, V, size=(b, M))
+  targets[2] = [1, 0, 1, 0, 1]  # repeated bigrams (1, 0) x2, (0, 1) x2 and unigrams
+  targets[np.arange(M)[None] >= TARGET[:, None]] = V + 5  # ignored ids past the target
+  emask = (v[None, :, None] < GRAPH[:, None, None]) & (np.arange(M)[None, None] < TARGET[:, None, None])
+  gathered = np.take_along_axis(log_probs, np.minimum(targets, V - 1)[:, None, :].repeat(L, 1), axis=2)
+  log_emit = np.where(emask, gathered, _garbage(rng, (b, L, M)))
+  log_probs_garbage = np.where((v[None, :] < GRAPH[:, None])[..., None], log_probs, _garbage(rng, log_probs.shape))
+  return dict(log_trans=log_trans, log_emit=log_emit, log_probs=log_probs, log_probs_garbage=log_probs_garbage,
+              targets=targets, tmask=tmask, emask=emask)
+
+
+def dag_batch_arrays(g):
+  """The batch as jax arrays: (log_trans, log_emit, target_lengths, graph_lengths)."""
+  return (jnp.asarray(g['log_trans'], jnp.float32), jnp.asarray(g['log_emit'], jnp.float32),
+          jnp.asarray(TARGET, jnp.int32), jnp.asarray(GRAPH, jnp.int32))
+
+
+def dag_paths(size, num_vertices=None):
+  """Strictly increasing paths 0 -> size-1 (all lengths, or exactly num_vertices)."""
+  if size == 1:
+    return [(0,)] if num_vertices in (None, 1) else []
+  if size < 1:
+    return []
+  out = []
+  for k in range(size - 1):
+    if num_vertices is None or k + 2 == num_vertices:
+      out += [(0,) + mid + (size - 1,) for mid in itertools.combinations(range(1, size - 1), k)]
+  return out
+
+
+def path_log_prob(log_trans_b, path):
+  return sum(log_trans_b[i, j] for i, j in zip(path[:-1], path[1:]))

@@ -21,7 +21,7 @@ Chip figures (per device; a v3 device is one of its chip's two cores), with thei
                H100 SXM 3.35 TB/s, A100 80 GB 2.04 TB/s as in the target descriptions; H200 4.8 TB/s).
   overhead_s   an assumed fixed cost per sequential device call (a decoding step, a pass): 10 us on a
                TPU, 20 us on a GPU (kernel launches and the loop's condition read back). Not measured here:
-               the roofline projection (nat_jax.aot.roofline) states it next to every figure.
+               the roofline projection (benchmarks/roofline.py) states it next to every figure.
 """
 from __future__ import annotations
 

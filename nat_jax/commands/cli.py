@@ -14,8 +14,8 @@ import dataclasses
 import difflib
 import errno
 import logging
-import math
 import os
+import signal
 import sys
 from typing import Any, Callable, Optional, Sequence
 
@@ -25,11 +25,11 @@ from ml_collections import config_flags
 
 from nat_jax import hugepages
 from nat_jax.commands.names import command_names
-from nat_jax.errors import ConfigError, NatJaxError, setup_logging
+from nat_jax.errors import ConfigError, NatJaxError, Stopped, setup_logging
 from nat_jax.files import TMP_SUFFIX
 from nat_jax.recipes import load_recipe, recipe_path
 from nat_jax.run.workdir import Run, load_run
-from nat_jax.settings import MAX_ROWS
+from nat_jax.settings import MAX_ROWS, Rule
 
 
 def quiet_logs():
@@ -51,6 +51,8 @@ def fail(message: str, status: int = 2):
 def _settle_stdout():
   """Flush stdout; when it cannot take more (a closed pipe, a full device), send what is left to
   os.devnull, so that the interpreter's own flush at exit adds no second message."""
+  if sys.stdout is None:  # started with stdout closed
+    return
   try:
     sys.stdout.flush()
   except (OSError, ValueError):
@@ -83,6 +85,8 @@ def run_command(main: Callable[..., Any], decoder_options: bool = False, command
 
   def guarded(args):
     quiet_logs()
+    stop_on_signals()
+    utf8_streams()
     try:
       if len(args) > 1:
         raise ConfigError(f'unexpected arguments {args[1:]}: every value is given as --<flag>=<value> '
@@ -91,12 +95,45 @@ def run_command(main: Callable[..., Any], decoder_options: bool = False, command
       return main(args) if found is None else main(args, found)
     except app.UsageError as e:
       fail(str(e))
-    except NatJaxError as e:
+    except (NatJaxError, Stopped) as e:
       fail(str(e), e.exit_status)
     except OSError as e:
       fail(os_error_message(e))
     # Any other exception is a bug: it ends with its traceback (exit 1), for the report.
   app.run(guarded, argv=argv, flags_parser=parse_flags)
+
+
+def utf8_streams():
+  """stdout and stderr written as UTF-8 whatever the locale says (PYTHONIOENCODING=ascii, LANG=C): input is read
+  as UTF-8 bytes, so translations and messages leave the same way (stderr's unwritable characters escaped)."""
+  if sys.stderr is None:  # started with stderr closed: messages go nowhere, not into stdout (print's fallback)
+    sys.stderr = open(os.devnull, 'w')
+  for stream, errors in ((sys.stdout, 'strict'), (sys.stderr, 'backslashreplace')):
+    if stream is not None and hasattr(stream, 'reconfigure') and stream.encoding.lower().replace('-', '') != 'utf8':
+      with contextlib.suppress(ValueError, OSError):
+        stream.flush()
+        stream.reconfigure(encoding='utf-8', errors=errors)
+
+
+def standard_stream(name: str, flag: str):
+  """sys.stdin / sys.stdout, or a ConfigError when the process was started with it closed (`<&-`, `>&-`)."""
+  stream = getattr(sys, name)
+  if stream is None:
+    raise ConfigError(f'{name} is closed (the command was started without one); give --{flag}=<file>.')
+  return stream
+
+
+def _stop(signum, frame):
+  raise Stopped(signum)
+
+
+def stop_on_signals():
+  """The one signal path of every command: SIGTERM and SIGINT (Ctrl-C) raise errors.Stopped where the command
+  is, so the files it was writing are removed on the way out and it ends with one `error: stopped by ...` line
+  and status 128 + the signal. A command that saves on a signal first (train: its checkpoint) or drains
+  (serve) installs its own handlers inside this."""
+  for signum in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(signum, _stop)
 
 
 # --- each command's flags: what they are, what each value must be ---------------------------------
@@ -121,20 +158,18 @@ class Flag:
   items: str = ''  # list: 'int' (each item an integer within low..high)
   required: bool = False  # must be given (a list: non-empty)
 
+  @property
+  def rule(self) -> Rule:
+    """The flag's rule (nat_jax.settings.Rule: the one rule of flags, settings and decoder options)."""
+    return Rule(self.low, self.high, self.choices, self.zero)
+
   def requirement(self) -> str:
     """What a value must be, in words (shown in --help, and in the error that refuses one)."""
     if self.kind in ('int', 'float') or self.items == 'int':
-      what = 'an integer' if self.kind == 'int' or self.items == 'int' else 'a finite number'
-      if self.low is not None and self.high is not None:
-        rule = f'{what} from {_number(self.low)} to {_number(self.high)}'
-      elif self.low is not None:
-        rule = f'{what} >= {_number(self.low)}'
-      else:
-        rule = what
-      rule = f'0 ({self.zero}) or {rule}' if self.zero else rule
+      rule = self.rule.says('an integer' if self.kind == 'int' or self.items == 'int' else 'a finite number')
       return f'comma-separated, each {rule}' if self.kind == 'list' else rule
     if self.choices:
-      return ('comma-separated, each one of ' if self.kind == 'list' else 'one of ') + ', '.join(self.choices)
+      return ('comma-separated, each ' if self.kind == 'list' else '') + self.rule.says()
     return {'file': 'an existing file', 'dir': 'an existing directory', 'run': 'the directory of a trained run',
             'new_file': 'a file path in an existing directory', 'new_dir': 'a directory path (not a file)'
             }.get(self.path, '')
@@ -158,7 +193,7 @@ class Flag:
     if value is None or (isinstance(value, (str, list)) and not value):
       return f'--{self.name} is required: {self.requirement() or self.help}' if self.required else None
     if self.kind in ('int', 'float'):
-      return None if self._number_ok(value) else f'--{self.name}={value}: must be {self.requirement()}.'
+      return None if self.rule.holds(value) else f'--{self.name}={value}: must be {self.requirement()}.'
     if self.kind == 'list':
       for item in value:
         if self.items == 'int':
@@ -166,27 +201,16 @@ class Flag:
             number = int(item)
           except ValueError:
             number = None
-          if number is None or not self._number_ok(number):
+          if number is None or not self.rule.holds(number):
             return f'--{self.name}={",".join(value)}: {item!r} is not {self.requirement().split("each ", 1)[1]}.'
-        elif self.choices and item not in self.choices:
+        elif self.choices and not self.rule.holds(item):
           return f'--{self.name}={",".join(value)}: {item!r} is not one of {", ".join(self.choices)}.'
       return None
-    if self.kind == 'str' and self.choices and value not in self.choices:
+    if self.kind == 'str' and self.choices and not self.rule.holds(value):
       return f'--{self.name}={value}: must be one of {", ".join(self.choices)}.'
     if self.kind == 'str' and self.path:
       return path_problem(self.name, value, self.path)
     return None
-
-  def _number_ok(self, value) -> bool:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-      return False
-    if self.zero and value == 0:
-      return True
-    return ((self.low is None or value >= self.low) and (self.high is None or value <= self.high))
-
-
-def _number(x: float) -> str:
-  return str(int(x)) if float(x).is_integer() else f'{x:g}'
 
 
 def path_problem(name: str, path: str, kind: str) -> Optional[str]:
@@ -224,7 +248,8 @@ _DEFINE = {'int': flags.DEFINE_integer, 'float': flags.DEFINE_float, 'str': flag
 
 
 def define_flags(command_flags: Sequence[Flag], flag_values: flags.FlagValues = flags.FLAGS):
-  """The absl flags of `command_flags`, each --help line ending with what its value must be."""
+  """The absl flags of `command_flags`, each --help line ending with what its value must be; key flags of the
+  program (sys.argv[0]), so `--help` lists them (absl lists the main module's key flags only)."""
   for f in command_flags:
     line = f.rule_line('' if f.kind == 'enum' else f.requirement())  # absl's help lists an enum's values itself
     text = f'{f.help} [{line}]' if line else f.help
@@ -234,6 +259,7 @@ def define_flags(command_flags: Sequence[Flag], flag_values: flags.FlagValues = 
       config_flags.DEFINE_config_file(f.name, f.default, text, flag_values=flag_values, lock_config=True)
     else:
       _DEFINE[f.kind](f.name, f.default, text, flag_values=flag_values)
+    flag_values.register_key_flag_for_module(sys.argv[0], flag_values[f.name])
 
 
 def check_flags(command_flags: Sequence[Flag], flag_values: flags.FlagValues = flags.FLAGS):
@@ -266,10 +292,11 @@ def flags_of(settings_type: type) -> tuple[Flag, ...]:
     if not meta.get('flag'):
       continue
     kind = ('bool' if isinstance(default, bool) else 'int' if isinstance(default, int) else 'float'
-            if isinstance(default, float) else 'list' if isinstance(default, tuple) else 'enum' if meta['choices']
+            if isinstance(default, float) else 'list' if isinstance(default, tuple) else 'enum' if meta['rule'].choices
             else 'str')
-    out.append(Flag(field.name, kind, list(default) if kind == 'list' else default, meta['help'], low=meta['low'],
-                    high=meta['high'], choices=tuple(meta['choices'])))
+    rule = meta['rule']
+    out.append(Flag(field.name, kind, list(default) if kind == 'list' else default, meta['help'], low=rule.low,
+                    high=rule.high, zero=rule.zero, choices=rule.choices))
   return tuple(out)
 
 
@@ -322,6 +349,9 @@ def parse_flags(argv: list[str]) -> list[str]:
     argv = [f'--config={recipe}' if a.startswith('--config=') else a for a in argv]
   try:
     return flags.FLAGS(argv)
+  except SystemExit as e:  # absl's --help / --helpfull print and exit 1; asking for help is not a failure
+    asked = {'--help', '-help', '-h', '--helpshort', '--helpfull', '-?'} & set(argv[1:])
+    sys.exit(0 if asked and e.code == 1 else e.code)
   except flags.Error as e:
     fail(str(e).splitlines()[0])
   except Exception as e:  # ml_collections raises KeyError / AttributeError / TypeError for overrides

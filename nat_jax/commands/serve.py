@@ -14,10 +14,14 @@ you do not trust without one. SIGTERM or Ctrl-C: stop accepting, finish the requ
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import importlib.util
 import os
 import signal
+import socket
+import sys
 
 from absl import flags
 
@@ -64,6 +68,7 @@ def main(argv, decoder_options: dict[str, str]):
   from nat_jax.deploy.server import Service
   from nat_jax.run.translator import Translator
 
+  check_address(FLAGS.host, FLAGS.port)  # before the run loads
   config = cli.settings_from_flags(ServeConfig, api_key=read_api_key(FLAGS.api_key_file) if FLAGS.api_key_file
                                    else None)
   translator = Translator(FLAGS.workdir, FLAGS.decoder, batch_size=FLAGS.max_batch, average=FLAGS.average,
@@ -90,6 +95,33 @@ def main(argv, decoder_options: dict[str, str]):
   server.run()
   if not server.started:
     raise ConfigError(f'could not listen on {FLAGS.host}:{FLAGS.port} (in use, or not an address of this machine).')
+  if service.batcher is not None and service.batcher.busy():
+    # A batch still decoding past --timeout_s (its clients were answered 504): end now, exit 0, rather than let
+    # the interpreter tear down around a thread inside XLA (an abort, signal 6).
+    log.warning('stopped with a batch still decoding past --timeout_s=%g (its requests were answered 504).',
+                config.timeout_s)
+    for stream in (sys.stdout, sys.stderr):
+      with contextlib.suppress(Exception):
+        stream.flush()
+    os._exit(0)
+
+
+def check_address(host: str, port: int):
+  """ConfigError when this machine cannot listen on host:port (a port in use, a host that is not one of its
+  addresses), said before the run loads rather than by uvicorn after."""
+  try:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+  except (socket.gaierror, UnicodeError) as e:
+    raise ConfigError(f'--host={host}: not an address or a name this machine can resolve ({e}).') from None
+  family, kind, proto, _, address = infos[0]
+  with socket.socket(family, kind, proto) as probe:
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+    try:
+      probe.bind(address)
+    except OSError as e:
+      what = 'is in use (another server listens there); choose another --port, or 0 for a free one' \
+          if e.errno == errno.EADDRINUSE else f'cannot be listened on here ({e.strerror})'
+      raise ConfigError(f'--host={host} --port={port}: {what}.') from None
 
 
 console = cli.command(COMMAND_FLAGS, main, decoder_options=True)  # `nat-jax-serve`, `python -m nat_jax.serve`

@@ -9,18 +9,17 @@ validation BLEU), metrics.jsonl, the same scalars as TensorBoard event files in 
 validation excluded), summed over resumes through the checkpoints' `cpu_seconds`, which is the
 recipe's cost on a shared machine where wall-clock is not. Restarting the same command
 resumes from the newest readable checkpoint (data position and RNG are functions of the step,
-so an interrupted run ends with the same parameters as an uninterrupted one). SIGTERM saves a
-checkpoint before exiting.
+so an interrupted run ends with the same parameters as an uninterrupted one). SIGTERM or Ctrl-C
+(SIGINT) saves a checkpoint, then exits with one `error: stopped by SIGTERM: saved checkpoint at step N; ...`
+line and status 143 (130 for Ctrl-C); a signal during the final test pass ends the same way (the
+checkpoints are whole: rerunning tests again).
 """
 from __future__ import annotations
-
-import sys
 
 import jax
 from absl import flags
 
 from nat_jax.commands import cli
-from nat_jax.training.bookkeeping import PREEMPTED_EXIT
 from nat_jax.training.loop import train_and_evaluate
 
 FLAGS = flags.FLAGS
@@ -46,8 +45,7 @@ def initialize_distributed():
 
 def main(argv):
   initialize_distributed()
-  if train_and_evaluate(FLAGS.config, FLAGS.workdir) is None:  # preempted: a checkpoint was saved
-    sys.exit(PREEMPTED_EXIT)
+  train_and_evaluate(FLAGS.config, FLAGS.workdir)  # SIGTERM / Ctrl-C: saved, then errors.Stopped (exit 143 / 130)
 
 
 console = cli.command(COMMAND_FLAGS, main)  # `nat-jax-train`, `python -m nat_jax.train`

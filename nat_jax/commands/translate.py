@@ -87,6 +87,8 @@ def translate_stream(translate: Callable[..., list[str]], source, sink, chunk_li
 
 
 def main(argv, decoder_options: dict[str, str]):
+  stdin = None if FLAGS.input else cli.standard_stream('stdin', 'input')  # checked before the run loads
+  stdout = None if FLAGS.output else cli.standard_stream('stdout', 'output')
   translator = cli.cli_prologue(
       FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
       lambda run: Translator.from_run(run, FLAGS.decoder, batch_size=FLAGS.batch_size, workdir=FLAGS.workdir,
@@ -94,12 +96,12 @@ def main(argv, decoder_options: dict[str, str]):
       FLAGS.dtype)[1]
   work = lambda source, sink: translate_stream(translator.translate, source, sink, FLAGS.chunk_lines,
                                                f'decoder {translator.decoder} {dataclasses.asdict(translator.options)}')
-  with open(FLAGS.input, 'rb') if FLAGS.input else sys.stdin.buffer as source:
+  with open(FLAGS.input, 'rb') if FLAGS.input else stdin.buffer as source:
     if FLAGS.output:
       with atomic_output(FLAGS.output, fsync=False) as sink:
         work(source, sink)
     else:
-      work(source, sys.stdout)
+      work(source, stdout)
 
 
 console = cli.command(COMMAND_FLAGS, main, decoder_options=True)  # `nat-jax-translate`, `python -m nat_jax.translate`

@@ -11,7 +11,7 @@ may hold), exactly as it would for the pairs alone, then packs that view back in
 view with one slot per target slot (AT, CMLM, HRT's four samples, the IBDecoder slot order) packs
 without method-specific code. The batcher reserves each pair a multiple of the method's
 `slot_multiple` target slots (IBDecoder's z, HRT's k), so a view that works in blocks keeps its
-last block. tests/unit/test_packing.py checks that a packed batch gives the losses and gradients of its
+last block. tests/unit/test_core_packing.py checks that a packed batch gives the losses and gradients of its
 pairs alone.
 """
 from __future__ import annotations

@@ -66,7 +66,12 @@ class Tokenizer:
 
   def __init__(self, model_path: str):
     self.model_path = model_path
-    self._sp = spm.SentencePieceProcessor(model_file=model_path)
+    try:
+      self._sp = spm.SentencePieceProcessor(model_file=model_path)
+    except (OSError, RuntimeError) as e:  # sentencepiece: 'could not parse ModelProto' (truncated, garbage)
+      raise DataError(f'{model_path} is not a readable sentencepiece model ({str(e).splitlines()[0][:120]}): the '
+                      "run's tokenizer is damaged; restore it from a copy of the run (a training not yet started: "
+                      'delete it to train a new one).') from None
     found = (self._sp.pad_id(), self._sp.eos_id(), self._sp.bos_id(), self._sp.unk_id(),
              self._sp.piece_to_id(MASK_PIECE))
     if found != (PAD_ID, EOS_ID, BOS_ID, UNK_ID, MASK_ID):

@@ -11,7 +11,7 @@ interpolated Kneser-Ney smoothing (one absolute discount per order, D = n1 / (n1
 counts: continuation counts below the top order except for n-grams starting with <s>); `logprob` is
 the rule in plain Python; `write_arpa` / `read_arpa` exchange models with KenLM and SRILM in the ARPA
 text format. `python -m nat_jax.lm` estimates one from a run's training targets; `dag_beam` reads one
-into device tables (nat_jax.decode.ngram_lm). tests/unit/test_ngram_lm.py checks the estimate (every
+into device tables (nat_jax.decode.ngram_lm). tests/unit/test_decode_ngram_lm.py checks the estimate (every
 context's distribution sums to 1).
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ model). The answer is the best finished hypothesis; its text drops BOS / EOS and
 Candidates: each vertex offers its `top_cand` most likely tokens (the reference's top_cand_n); the
 scores of a token offered by several vertices are summed (logsumexp), the K best (hypothesis,
 token) pairs stay alive, and the K best finished ones are kept. With top_cand = V and K at least
-the number of prefixes the search is exhaustive (tests/unit/test_dag_beam.py checks it against
+the number of prefixes the search is exhaustive (tests/unit/test_decode_dag_beam.py checks it against
 enumerating every path and output). Differences from the reference, which walks the graph vertex by
 vertex and ranks prefixes of different lengths together: this search is token-synchronous and ranks
 only prefixes of one length against each other.
@@ -449,15 +449,18 @@ def prepare_lm(method, options: 'DagBeamOptions', resources: Optional[RunResourc
 class DagBeamOptions(Options):
   beam_size: int = hypotheses(16, 'output prefixes kept per sentence')
   top_cand: int = option(5, 'best tokens each vertex offers to the prefixes',
-                         Rule('at least 1 candidate token per vertex', 1))
-  alpha: float = weight(1.1, 'length exponent of the final score (1.0 was best on our validation set)')
-  beta: float = weight(1.0, 'exponent of the token probabilities against the transitions: P(y | v)^beta')
+                         Rule(1, 1 << 20, words='1 to 1048576 candidate tokens per vertex (past the vocabulary: '
+                                                'all of it)'))
+  alpha: float = weight(1.1, 'length exponent of the final score (1.0 was best on our validation set; 0: log P(y) '
+                             'alone, where the shortest output, often the empty one, is the true best)')
+  beta: float = weight(1.0, 'exponent of the token probabilities against the transitions: P(y | v)^beta (0: tokens '
+                            'do not count, every output of a length ties and the transitions choose the length)')
   remove_repeats: bool = remove_repeats()
   lm: str = option('', "an ARPA n-gram model over the run's target pieces (set by the command line or the server, "
                        'never by a request)', names_file=True)
   gamma: float = weight(0.1, "the LM's weight (used with `lm`; 1.0 was best on our validation set, the reference's "
                              '0.1 suits converged models)')
-  lm_pool: int = option(4, 'extensions per beam re-ranked with the LM (lm_pool x beam_size)', Rule('1 to 64', 1, 64))
+  lm_pool: int = option(4, 'extensions per beam re-ranked with the LM (lm_pool x beam_size)', Rule(1, 64))
   search: str = choice('auto', 'host (numpy, one sentence at a time, stops early), device (one batched loop) or '
                                'auto: the host on a one-device CPU without an LM, else the device; same outputs',
                        ('auto', *SEARCHES))

@@ -307,7 +307,7 @@ class DraftedOptions(Bounded):
   block: int = steps(4, 'decoding steps the verifier checks per pass')
   beta: int = option(1, "1: exact; > 1: accept a drafted token among the verifier's top beta within tau of its best "
                         "(SpecDec's relaxed rule; the output then differs from greedy)",
-                     Rule("an integer >= 1 (the verifier's top beta tokens; 1: exact)", 1))
+                     Rule(1, words="an integer >= 1 (the verifier's top beta tokens; 1: exact)"))
   tau: float = weight(3.0, 'log-probability margin of the relaxed rule (with beta > 1)')
   update: str = choice('jacobi', "after a rejection the window's later tokens become the verifier's own predictions "
                                  "(jacobi), stay the drafter's (draft), or the drafter drafts again from the final "

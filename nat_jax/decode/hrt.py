@@ -59,10 +59,10 @@ class HrtOptions(Bounded):
   b_nat: int = hypotheses(1, 'Skip-AT hypotheses filled and scored (at most b_at)')
   alpha: float = weight(LENGTH_PENALTY, 'GNMT length penalty of the Skip-AT beam search')
   chunk: int = option(0, "0: the model's k; 1: decode the same model plainly left to right (C_d = 1)",
-                      Rule("0 (the model's chunk size) or a chunk size", 0))
+                      Rule(1, zero="the model's chunk size"))
   jacobi_block: int = option(0, 'n > 0: the Skip-AT phase by Jacobi decoding in blocks of n steps (same output as '
                                 'greedy Skip-AT); 0: greedy steps',
-                             Rule(f'0 (off) or a block of 1 to {MAX_BLOCK} steps', 0, MAX_BLOCK))
+                             Rule(1, MAX_BLOCK, zero='off', words=f'0 (off) or a block of 1 to {MAX_BLOCK} steps'))
 
 
 @register_decoder('hrt', HybridScorer, HrtOptions, check=check_hrt_options,

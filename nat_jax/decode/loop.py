@@ -13,7 +13,7 @@ runs one loop per (rows, cache size):
          than B / 4 are live, and so on down to 4 rows; the results are scattered back.
 
 A row's outputs are those of one loop over the full cache and batch up to float rounding (the
-same per-row arithmetic at another batch or cache size; tests/unit/test_loop.py checks equal tokens
+same per-row arithmetic at another batch or cache size; tests/unit/test_decode_loop.py checks equal tokens
 on every decoder).
 """
 from __future__ import annotations

@@ -56,7 +56,7 @@ def predict(view: MaskPredictor, enc, tokens: jax.Array,
   logp = jax.nn.log_softmax(view.fill_logits(enc, tokens).astype(jnp.float32), axis=-1)  # [B, W, V]
   # The token's log-probability is read back from logp, not taken as max_and_argmax's maximum: that
   # form (same values) makes XLA:CPU 0.10.2 emit a fused kernel that segfaults inside the re-drafting
-  # loop (tests/unit/test_redraft.py::test_redrafting_is_exact, CMLM drafter, block 4).
+  # loop (tests/unit/test_decode_redraft.py::test_redrafting_is_exact, CMLM drafter, block 4).
   tok = argmax(logp.at[..., banned].set(-jnp.inf))
   return tok, jnp.take_along_axis(logp, tok[..., None], axis=-1)[..., 0]
 
@@ -64,7 +64,7 @@ def predict(view: MaskPredictor, enc, tokens: jax.Array,
 @dataclasses.dataclass(frozen=True)
 class MaskPredictOptions(Bounded):
   iterations: int = option(10, 'refinement passes (the first predicts every token)',
-                           Rule('1 to 1000 iterations', 1, 1000))
+                           Rule(1, 1000, words='1 to 1000 iterations'))
   length_beam: int = hypotheses(5, 'length candidates decoded side by side', 'length candidates')
 
 

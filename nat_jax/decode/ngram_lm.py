@@ -2,7 +2,7 @@
 `LmTables`, a trie keyed by its n-grams' words in reverse order (w_k, w_(k-1), ...), children sorted by
 word id in one flat array, so a lookup (`lm_logprob`) is order - 1 binary searches per walk, two walks
 (the probability and the backoffs), batched over any shape, on the device (jax.numpy) or on the host
-(numpy, `host_tables`). tests/unit/test_ngram_lm.py checks both lookups against `arpa.logprob`, the
+(numpy, `host_tables`). tests/unit/test_decode_ngram_lm.py checks both lookups against `arpa.logprob`, the
 plain-Python backoff rule.
 """
 from __future__ import annotations

@@ -14,29 +14,14 @@ the same fields.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Mapping, Optional
 
 from nat_jax.errors import ConfigError
+from nat_jax.settings import Rule
 
 MAX_BLOCK = 4096  # tokens (steps) per block: what the longest config decodes; a block past a run's bound is the whole
 MAX_HYPOTHESES = 256  # beams (beam_size, b_at, b_nat, length_beam) per sentence: more would not fit a batch's memory
 TRUE, FALSE = ('true', '1', 'yes'), ('false', '0', 'no')
-
-
-@dataclasses.dataclass(frozen=True)
-class Rule:
-  """What an option's value must be: a number within [low, high] (finite), or one of `choices`; `words`
-  says it to users (--help, the reference, the error that refuses a value)."""
-  words: str
-  low: float = -math.inf
-  high: float = math.inf
-  choices: tuple[str, ...] = ()
-
-  def holds(self, value) -> bool:
-    if self.choices:
-      return value in self.choices
-    return math.isfinite(value) and self.low <= value <= self.high
 
 
 def option(default, help: str = '', rule: Optional[Rule] = None, names_file: bool = False):
@@ -47,19 +32,22 @@ def option(default, help: str = '', rule: Optional[Rule] = None, names_file: boo
 
 # The options several decoders share, each declared once (a decoder's own help may say what one means for it).
 def hypotheses(default: int, help: str, unit: str = 'beams'):
-  return option(default, help, Rule(f'1 to {MAX_HYPOTHESES} {unit}', 1, MAX_HYPOTHESES))
+  return option(default, help, Rule(1, MAX_HYPOTHESES, words=f'1 to {MAX_HYPOTHESES} {unit}'))
 
 
 def steps(default: int, help: str):
-  return option(default, help, Rule(f'1 to {MAX_BLOCK}', 1, MAX_BLOCK))
+  return option(default, help, Rule(1, MAX_BLOCK))
+
+
+MAX_WEIGHT = 10.0  # exponents and weights: |y|^10 and 10 x a log-probability stay far inside float32's range
 
 
 def weight(default: float, help: str):
-  return option(default, help, Rule('a finite number >= 0', 0))
+  return option(default, help, Rule(0, MAX_WEIGHT))
 
 
 def choice(default: str, help: str, choices: tuple[str, ...]):
-  return option(default, help, Rule('one of ' + ', '.join(choices), choices=choices))
+  return option(default, help, Rule(choices=choices))
 
 
 def remove_repeats():
@@ -80,7 +68,7 @@ class Bounded(Options):
   """Options of a decoder whose output length a `max_len` option may fix."""
   max_len: int = option(0, "the most tokens to write; 0: the run's bound for each source (1.5 x its padded width + "
                            '10, at most config.max_decode_len)',
-                        Rule("0 (the model's bound) or a positive number of tokens", 0))
+                        Rule(1, zero="the model's bound", words="0 (the model's bound) or a positive number of tokens"))
 
 
 def fixed_length(options: Options) -> int:
@@ -119,12 +107,17 @@ def typed_value(key: str, raw: str, kind: type):
     raise ConfigError(f'--decoder.{key}={raw!r}: expected {kind.__name__}.') from None
 
 
+def rule_words(field: dataclasses.Field) -> str:
+  """What option `field`'s value must be, in words (--help, the reference, the error refusing a value)."""
+  return field.metadata['rule'].says('an integer' if isinstance(field.default, int) else 'a finite number')
+
+
 def check(decoder: str, options: Options):
   """ConfigError naming the first option of `options` (of decoder `decoder`) whose value breaks its rule."""
   for f in dataclasses.fields(options):
     value, rule = options.__dict__[f.name], f.metadata['rule']
     if rule is not None and not rule.holds(value):
-      raise ConfigError(f'--decoder.{f.name}={value}: {decoder} needs {rule.words}.')
+      raise ConfigError(f'--decoder.{f.name}={value}: {decoder} needs {rule_words(f)}.')
 
 
 def parse(decoder: str, base: Options, given: Mapping[str, Any]) -> Options:

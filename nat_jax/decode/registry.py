@@ -119,8 +119,8 @@ def option_help(name: str, option: str) -> str:
 
 def option_rule(name: str, option: str) -> str:
   """What a value of `option` of decoder `name` must be, or '' when any value of its type will do."""
-  rule = options_lib.spec(DECODERS[name].options, option).metadata['rule']
-  return rule.words if rule is not None else ''
+  field = options_lib.spec(DECODERS[name].options, option)
+  return options_lib.rule_words(field) if field.metadata['rule'] is not None else ''
 
 
 def describe_options() -> str:

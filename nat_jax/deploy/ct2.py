@@ -385,7 +385,8 @@ def ct2_decode_fn(model_dir: str, beam_size: int = 1, *, compute_type: str = 'de
 class PeerOptions(Options):
   quantization: str = choice('float32', "the export's weight type (compute type: CTranslate2's default for it on the "
                                         'device)', QUANTIZATIONS)
-  threads: int = option(0, "CTranslate2's intra_threads", Rule('0 (every core) or a number of threads', 0))
+  threads: int = option(0, "CTranslate2's intra_threads",
+                        Rule(1, zero='every core', words='0 (every core) or a number of threads'))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,6 +44,7 @@ from urllib.parse import parse_qs
 
 import prometheus_client as prom
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -52,7 +53,7 @@ from nat_jax.decode import DECODERS, Options
 from nat_jax.decode.options import names_files
 from nat_jax.errors import ConfigError, log
 from nat_jax.run import compiled
-from nat_jax.run.translator import Translation, Translator
+from nat_jax.run.translator import Translation, Translator, clean_text
 from nat_jax.settings import MAX_ROWS, check_settings, setting
 
 LANGUAGE_NAMES = {'en': 'English', 'de': 'German', 'fr': 'French', 'es': 'Spanish', 'it': 'Italian', 'ro': 'Romanian',
@@ -126,6 +127,13 @@ class ServeConfig:
                              low=0.001, high=86400)
   api_key: Optional[str] = setting(None, 'When set, every route but /health needs it (the command line reads it '
                                    'from --api_key_file).', flag=False)
+  max_decoders: int = setting(16, 'Decoder configurations (a decoder with one set of options) built at most, those '
+                              'of --decoder and --allowed_decoders included; a request asking for one more is refused '
+                              '(400): each costs a compilation (seconds) and memory for as long as the server runs.',
+                              low=1, high=1024)
+  read_timeout_s: float = setting(30.0, 'A request whose body has not fully arrived in this many seconds gets 408 '
+                                  '(a client sending slowly holds no connection open for ever).', low=0.001,
+                                  high=3600)
   warmup: str = setting('narrow', 'Before /health reports ready, compile every row count at the narrowest source '
                         'width (narrow) or at every width (all), or nothing (none).', choices=('none', 'narrow', 'all'))
 
@@ -217,6 +225,10 @@ class Batcher:
       self.metrics.queue_depth.set(len(self._items))
       self._cv.notify()
     return job.future
+
+  def busy(self) -> bool:
+    """Whether the worker is still running (after `stop`: a batch outlasted its timeout)."""
+    return self._thread.is_alive()
 
   def stop(self, timeout: Optional[float] = None):
     """Take no new work, finish what waits, end the worker (within `timeout` seconds)."""
@@ -323,11 +335,6 @@ class BadRequest(Exception):
     self.status, self.headers = status, headers or {}
 
 
-def clean_text(text: str) -> str:
-  """A request's text as the tokenizer takes it: lone surrogates (invalid \\u escapes) replaced."""
-  return text.encode('utf-8', errors='replace').decode('utf-8')
-
-
 def text_list(value: Any, field: str) -> tuple[list[str], bool]:
   """(texts, given as one string) of a request field holding a string or a list of strings."""
   if isinstance(value, str):
@@ -348,8 +355,13 @@ class Service:
     for name in sorted(allowed):
       translator.decoder_for(name)  # an unknown or unfitting decoder fails at start, not per request
     self.allowed = sorted(allowed)
+    self.built = {translator.resolve(name) for name in self.allowed}  # (decoder, options): at most max_decoders
+    if len(self.built) > config.max_decoders:
+      raise ConfigError(f'--max_decoders={config.max_decoders}: the {len(self.built)} decoders served by default '
+                        '(--decoder and --allowed_decoders) are more than that; raise it.')
     # options that name files (lm, drafter): the server's own, never a request's
     self.file_options = {option for decoder in DECODERS.values() for option in names_files(decoder.options)}
+    self.building = threading.Lock()  # self.built
     self.batcher: Optional[Batcher] = None
     self.metrics.queue_depth.set_function(lambda: self.batcher.depth() if self.batcher else 0)
     routes = [Route('/v1/translate', self.translate, methods=['POST']),
@@ -357,7 +369,8 @@ class Service:
               Route('/languages', self.languages, methods=['GET', 'POST']),
               Route('/health', self.health, methods=['GET']),
               Route('/metrics', self.metrics_text, methods=['GET'])]
-    self.app = Starlette(routes=routes, lifespan=self.lifespan)
+    self.app = Starlette(routes=routes, lifespan=self.lifespan,
+                         exception_handlers={HTTPException: self.http_error})
 
   @contextlib.asynccontextmanager
   async def lifespan(self, app):
@@ -368,9 +381,21 @@ class Service:
       await asyncio.get_running_loop().run_in_executor(None, self.batcher.stop, self.config.timeout_s)
 
   # --- request plumbing
+  async def http_error(self, request: Request, e: HTTPException) -> Response:
+    """Starlette's own refusals (404 no such route, 405 wrong method) in the JSON shape of every other error."""
+    self.metrics.requests.labels(request.url.path if e.status_code != 404 else 'other', str(e.status_code)).inc()
+    routes = '/v1/translate, /translate, /languages, /health, /metrics'
+    message = (f'no route {request.url.path}; routes: {routes}.' if e.status_code == 404 else
+               f'{request.method} is not allowed on {request.url.path}.' if e.status_code == 405 else e.detail)
+    return JSONResponse({'error': message}, status_code=e.status_code, headers=getattr(e, 'headers', None))
+
   async def body(self, request: Request) -> dict:
     """The JSON (or, for LibreTranslate clients, form-encoded) body as a dict."""
-    raw = await request.body()
+    try:
+      raw = await asyncio.wait_for(request.body(), self.config.read_timeout_s)
+    except asyncio.TimeoutError:
+      raise BadRequest(408, f'the request body did not arrive within {self.config.read_timeout_s:g} s '
+                       '(--read_timeout_s).') from None
     if len(raw) > 4 * self.config.max_chars + 65536:
       raise BadRequest(413, f'request body of {len(raw)} bytes: more than this server takes '
                        f'(max_chars {self.config.max_chars}).')
@@ -382,6 +407,10 @@ class Service:
       body = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as e:
       raise BadRequest(400, f'the body is not JSON: {e.msg} at character {e.pos}.') from None
+    except RecursionError:
+      raise BadRequest(400, 'the body is JSON nested too deeply to read.') from None
+    except ValueError as e:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+      raise BadRequest(400, f'the body holds a value that cannot be read: {str(e).splitlines()[0][:120]}') from None
     if not isinstance(body, dict):
       raise BadRequest(400, 'the body must be a JSON object, e.g. {"text": ["Hello."]}.')
     return body
@@ -418,10 +447,19 @@ class Service:
                        'not per request.')
     try:
       key = self.translator.resolve(name, options)
-      self.translator.decoder_for(*key)  # built (and checked) now, not in the worker
-      return key
     except ConfigError as e:
       raise BadRequest(400, f'"options": {e}') from None
+    with self.building:
+      if key not in self.built and len(self.built) >= self.config.max_decoders:
+        raise BadRequest(400, f'"options": this server builds at most {self.config.max_decoders} decoder '
+                         'configurations (--max_decoders) and has built them all; send the options of an earlier '
+                         'request, or none (the served defaults).')
+      try:
+        self.translator.decoder_for(*key)  # built (and checked) now, not in the worker
+      except ConfigError as e:
+        raise BadRequest(400, f'"options": {e}') from None
+      self.built.add(key)
+    return key
 
   async def run_job(self, texts: list[str], key: tuple) -> list[Translation]:
     try:
@@ -467,12 +505,15 @@ class Service:
         raise BadRequest(400, '"text" is missing: send {"text": ["a sentence", ...]}.')
       texts, _ = text_list(body['text'], 'text')
       self.check_size(texts)
+      stats = body.get('stats', False)
+      if not isinstance(stats, bool):
+        raise BadRequest(400, f'"stats": expected true or false, got {json.dumps(stats)[:40]}.')
       key = self.resolve(body.get('decoder'), body.get('options'))
       out = await self.run_job(texts, key)
       answer = {'translations': [t.text for t in out], 'model': self.model, 'decoder': key[0],
                 'options': dataclasses.asdict(key[1]),
                 'timing_ms': round((time.monotonic() - t0) * 1000, 3)}
-      if body.get('stats'):
+      if stats:
         answer['stats'] = [t.stats for t in out]
       return JSONResponse(answer)
     return await self.answer('/v1/translate', request, handle)

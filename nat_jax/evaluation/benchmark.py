@@ -34,7 +34,7 @@ from nat_jax import decode
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
 from nat_jax.deploy import ct2
-from nat_jax.errors import ConfigError
+from nat_jax.errors import ConfigError, log
 from nat_jax.files import atomic_output, write_atomic
 from nat_jax.metrics.scoring import reference_view
 from nat_jax.metrics.timing import machine, timed
@@ -386,8 +386,9 @@ def markdown(report: dict) -> str:
   return '\n'.join(lines) + '\n'
 
 
-def plot_pareto(report: dict, path: str):
-  """BLEU against batch-1 latency and against throughput at the largest batch; fronts drawn."""
+def plot_pareto(report: dict, path: str) -> bool:
+  """BLEU against batch-1 latency and against throughput at the largest batch; fronts drawn. Nothing (False)
+  when neither was timed (--latency_sentences=0 with --batch_sizes=1)."""
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
@@ -399,6 +400,8 @@ def plot_pareto(report: dict, path: str):
   if largest > 1:
     panels.append((f'throughput_batch{largest}', f'sentences/s at batch {largest}',
                    lambda r: r['speed']['sentences_per_s'][str(largest)]))
+  if not panels:
+    return False
   fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 5.5), squeeze=False)
   methods = sorted({r['run'] for r in rows})
   colors = {m: plt.cm.tab10(i % 10) for i, m in enumerate(methods)}
@@ -419,6 +422,7 @@ def plot_pareto(report: dict, path: str):
   with atomic_output(path, 'wb') as f:
     fig.savefig(f, format='png', dpi=130)
   plt.close(fig)
+  return True
 
 
 def output_name(label: str) -> str:
@@ -427,7 +431,8 @@ def output_name(label: str) -> str:
 
 
 def write_report(report: dict, hyps: dict[str, list[str]], out: str) -> str:
-  """results.json, results.md, pareto.png and outputs/*.txt under `out`; returns the markdown."""
+  """results.json, results.md, pareto.png (when there is a speed to plot) and outputs/*.txt under `out`; returns
+  the markdown."""
   os.makedirs(os.path.join(out, 'outputs'), exist_ok=True)
   for label, lines in hyps.items():
     write_atomic(os.path.join(out, 'outputs', output_name(label)), ''.join(line + '\n' for line in lines))
@@ -436,5 +441,7 @@ def write_report(report: dict, hyps: dict[str, list[str]], out: str) -> str:
   write_atomic(os.path.join(out, 'results.json'), json.dumps(report, indent=1))
   table = markdown(report)
   write_atomic(os.path.join(out, 'results.md'), table)
-  plot_pareto(report, os.path.join(out, 'pareto.png'))
+  if not plot_pareto(report, os.path.join(out, 'pareto.png')):
+    log.warning('no pareto.png: nothing was timed to plot BLEU against (--latency_sentences=0 and one batch size '
+                'of 1); results.json and results.md hold the quality.')
   return table

@@ -4,12 +4,13 @@ draft with (drafted's `drafter`) and n-gram models (dag_beam's `lm`). A decoder'
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Callable
 
 from nat_jax.data.tokenizer import has_tokenizer, open_tokenizer
 from nat_jax.decode import arpa
-from nat_jax.errors import ConfigError
-from nat_jax.run.workdir import load_run
+from nat_jax.errors import CheckpointError, ConfigError
+from nat_jax.run.workdir import CONFIG_FILE, load_run
 
 
 @dataclasses.dataclass
@@ -31,7 +32,13 @@ class Resources:
         raise ConfigError(f'drafter {workdir} has another tokenizer than the verifier: drafts are token ids, so '
                           'both runs must share a tokenizer (train the drafter with init_from or tokenizer_from '
                           'naming the verifier).')
-    return self.load(workdir)  # its error names what is missing
+    if self.load is load_run and not os.path.isfile(os.path.join(workdir, CONFIG_FILE)):  # (aot loads recipes)
+      raise CheckpointError(f'--decoder.drafter={workdir}: not a run to draft with (no {CONFIG_FILE} there); give '
+                            "the workdir of a trained run that shares this run's tokenizer.")
+    try:
+      return self.load(workdir)
+    except CheckpointError as e:
+      raise CheckpointError(f'--decoder.drafter={workdir}: not a run to draft with: {e}') from None
 
   def ngram_model(self, path: str) -> arpa.Ngrams:
     """The model of ARPA file `path`; a missing or malformed file is a ConfigError naming --decoder.lm."""

@@ -19,8 +19,9 @@ decoders of the same run are built on demand (`translate(texts, decoder='greedy'
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import jax
 import numpy as np
@@ -33,6 +34,7 @@ from nat_jax.run import compiled
 from nat_jax.run.resources import Resources
 from nat_jax.run.translation import on_run_devices, source_lengths, translate_texts
 from nat_jax.run.workdir import Run, load_run
+from nat_jax.settings import MAX_ROWS, Rule
 from nat_jax.views import LeftToRightScorer
 
 
@@ -43,9 +45,31 @@ class Translation:
   stats: dict[str, float]
 
 
+BATCH_RULE = Rule(1, MAX_ROWS)  # the rule of every command's --batch_size (nat_jax.commands.cli.batch_size_flag)
+
+
 def check_batch_size(batch_size):
-  if not (isinstance(batch_size, int) and batch_size > 0):
-    raise ConfigError(f'batch_size must be a positive integer, got {batch_size!r}.')
+  if not (isinstance(batch_size, int) and BATCH_RULE.holds(batch_size)):
+    raise ConfigError(f'batch_size must be {BATCH_RULE.says("an integer")}, got {batch_size!r}.')
+
+
+def clean_text(text: str) -> str:
+  """A text as the tokenizer takes it: lone surrogates (an invalid \\u escape, a broken UTF-16 pair) replaced
+  by '?'."""
+  return text.encode('utf-8', errors='replace').decode('utf-8')
+
+
+def checked_texts(texts) -> list[str]:
+  """`texts` (any iterable of strings, not one string) as a list, cleaned; ConfigError naming what is wrong."""
+  if isinstance(texts, str):
+    raise ConfigError('translate takes a list of sentences, got one string; wrap it: translate([text]).')
+  if isinstance(texts, (bytes, Mapping)) or not isinstance(texts, Iterable):
+    raise ConfigError(f'translate takes a list of sentences (strings), got {type(texts).__name__}.')
+  texts = list(texts)
+  bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+  if bad is not None:
+    raise ConfigError(f'translate takes a list of strings; item {bad} is {type(texts[bad]).__name__}.')
+  return [clean_text(t) for t in texts]
 
 
 def check_decoder_name(name) -> str:
@@ -81,6 +105,8 @@ class Translator:
     if checkpoint not in ('latest', 'best'):
       raise ConfigError(f"checkpoint must be 'latest' or 'best', got {checkpoint!r}.")
     check_batch_size(batch_size)
+    if not isinstance(workdir, (str, os.PathLike)):
+      raise ConfigError(f'workdir must be the path of a trained run (a string), got {type(workdir).__name__}.')
     self._attach(load_run(workdir, checkpoint, average, dtype), workdir, decoder, batch_size, decoder_options)
 
   @classmethod
@@ -143,11 +169,7 @@ class Translator:
                            batch_size: Optional[int] = None, first_line: int = 1) -> list[Translation]:
     """Each text's translation with its decoder statistics, in order; empty lines give ''. Over-long
     lines are truncated with a warning that numbers them from `first_line`."""
-    if isinstance(texts, str):
-      raise ConfigError('translate takes a list of sentences, got one string; wrap it: translate([text]).')
-    texts = list(texts)
-    if not all(isinstance(t, str) for t in texts):
-      raise ConfigError('translate takes a list of strings.')
+    texts = checked_texts(texts)
     if batch_size is not None:
       check_batch_size(batch_size)  # 0 or a negative count would otherwise decode nothing and say nothing
     fn, parsed = self.decoder_for(decoder, options)

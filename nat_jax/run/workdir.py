@@ -103,10 +103,7 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
   config = read_run_config(config_path)
   try:
     tokenizer = open_tokenizer(workdir, (), config.vocab_size)
-  except RuntimeError as e:  # sentencepiece: 'could not parse ModelProto'
-    raise CheckpointError(f'{spm_path} is not a readable sentencepiece model ({str(e).splitlines()[0][:120]}): the '
-                          f'run\'s tokenizer is damaged; restore it from a copy of the run.') from None
-  except DataError as e:  # a converted run's vocabulary
+  except DataError as e:  # a damaged sentencepiece model, a converted run's vocabulary
     raise CheckpointError(str(e)) from None
   try:
     method = get_method(config, tokenizer.vocab_size)

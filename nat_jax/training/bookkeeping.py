@@ -11,12 +11,14 @@ from typing import Callable
 
 import jax
 
+from nat_jax.errors import log
+from nat_jax.files import write_atomic
 from nat_jax.training.summaries import ScalarWriter
 
 LOCK_FILE = 'train.lock'         # held (flock) by the training that writes the workdir
 
 
-PREEMPTED_EXIT = 143            # exit status after SIGTERM saved a checkpoint (128 + 15, as a shell reports it)
+PREEMPTED_EXIT = 143  # exit status after SIGTERM saved a checkpoint (128 + 15, as a shell reports it; Ctrl-C: 130)
 
 
 def setup_compilation_cache(path: str):
@@ -44,19 +46,52 @@ class CpuClock:
       self.skipped += self.clock() - t0
 
 
+MAX_RECORD_BYTES = 1 << 20  # one metrics.jsonl record is a few hundred bytes; a longer line is not one of ours
+
+
+def kept_records(path: str, resume_step: int) -> tuple[list[bytes], int, int]:
+  """The lines of the metrics log `path` logged at or before `resume_step`, the number of lines past it, and
+  the number unreadable (a line torn by a kill mid-append, garbage, a line past MAX_RECORD_BYTES); read
+  line by line, never more than MAX_RECORD_BYTES at once."""
+  kept, later, unreadable = [], 0, 0
+  with open(path, 'rb') as f:
+    while line := f.readline(MAX_RECORD_BYTES + 1):
+      if len(line) > MAX_RECORD_BYTES:
+        while line and not line.endswith(b'\n'):  # skip the rest of it
+          line = f.readline(MAX_RECORD_BYTES)
+        unreadable += 1
+        continue
+      try:
+        record = json.loads(line) if line.endswith(b'\n') else None
+      except ValueError:
+        record = None
+      step = record.get('step') if isinstance(record, dict) else None
+      if not isinstance(step, int):
+        unreadable += line.strip() != b''
+      elif step <= resume_step:
+        kept.append(line)
+      else:
+        later += 1
+  return kept, later, unreadable
+
+
 class MetricsLog:
   """Appends JSON lines to workdir/metrics.jsonl and the same scalars to TensorBoard event files in
-  workdir/tensorboard (process 0); on resume, drops what was logged past the resumed step."""
+  workdir/tensorboard (process 0). On resume it drops what was logged past the resumed step and any
+  unreadable line (the torn tail of a process killed mid-append; said in a warning), replacing the file
+  atomically; a log that is not a regular file (a device, a FIFO) is appended to, never read back."""
 
   def __init__(self, workdir: str, resume_step: int, active: bool):
     self.path = os.path.join(workdir, 'metrics.jsonl')
     self.active = active
     self.events = ScalarWriter(os.path.join(workdir, 'tensorboard'), resume_step) if active else None
-    if active and os.path.exists(self.path):
-      with open(self.path) as f:
-        kept = [l for l in f if l.strip() and json.loads(l).get('step', 0) <= resume_step]
-      with open(self.path, 'w') as f:
-        f.writelines(kept)
+    if active and os.path.isfile(self.path):
+      kept, later, unreadable = kept_records(self.path, resume_step)
+      if unreadable:
+        log.warning('%s: dropped %d unreadable line%s (a process killed while writing it leaves a torn last line)',
+                    self.path, unreadable, '' if unreadable == 1 else 's')
+      if later or unreadable:
+        write_atomic(self.path, b''.join(kept))
 
   def write(self, step: int, split: str, values: dict):
     if self.active:
@@ -71,18 +106,19 @@ class MetricsLog:
 
 
 class SignalFlag:
-  """Records a signal (SIGTERM) instead of dying; the loop checks it after each step. A context
-  manager: the previous handler is back on exit."""
+  """Records SIGTERM or SIGINT (Ctrl-C) instead of stopping; the loop checks it after each step, saves and
+  raises errors.Stopped. A context manager: the previous handlers are back on exit."""
 
-  def __init__(self, signum: int = signal.SIGTERM):
-    self.signum, self.received = signum, None
+  def __init__(self, signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)):
+    self.signums, self.received = signums, None
 
   def __enter__(self):
-    self.previous = signal.signal(self.signum, self._record)
+    self.previous = {s: signal.signal(s, self._record) for s in self.signums}
     return self
 
   def _record(self, signum, frame):
     self.received = signum
 
   def __exit__(self, *exc):
-    signal.signal(self.signum, self.previous)
+    for s, handler in self.previous.items():
+      signal.signal(s, handler)

@@ -49,6 +49,7 @@ def validate_config(config: ml_collections.ConfigDict):
       (0 <= config.learning_rate <= 1, 'learning_rate must be in [0, 1] (0: frozen; Adam takes steps of about '
                                          'this size, so a larger one diverges)'),
       (0.0 <= config.data.get('raw_prob', 0.0) <= 1.0, 'data.raw_prob must be in [0, 1]'),
+      (config.data.get('max_examples', 0) >= 0, 'data.max_examples must be >= 0 (0 = all)'),
       (0 <= config.label_smoothing < 1, 'label_smoothing must be in [0, 1)'),
       (0 <= config.weight_decay <= 1, 'weight_decay must be in [0, 1]'),
       (0 <= config.adam_b1 < 1 and 0 <= config.adam_b2 < 1, 'adam_b1 and adam_b2 must be in [0, 1)'),
@@ -133,12 +134,18 @@ def check_same_model(workdir: str, config):
     return
   old, new = read_run_config(path).to_dict(), json.loads(config.to_json_best_effort())
   keys = MODEL_KEYS + (new['model']['method'],)
-  differ = [f'{k}{"." + s if s else ""}: {a!r} -> {b!r}' for k in keys
+  differ = [f'{k}{"." + s if s else ""}: {short(a)} -> {short(b)}' for k in keys
             for s, a, b in dict_diff(old.get(k), new.get(k))]
   if differ:
-    raise ConfigError(f'--workdir={workdir} holds a trained run of another model ({"; ".join(differ[:5])}'
-                      f'{" ..." if len(differ) > 5 else ""}); use a new --workdir, or the run\'s own config '
-                      f'to resume it.')
+    more = f' and {len(differ) - 3} more' if len(differ) > 3 else ''
+    raise ConfigError(f'--workdir={workdir} holds a trained run of another model ({"; ".join(differ[:3])}{more}); '
+                      f'use a new --workdir, or the run\'s own config to resume it.')
+
+
+def short(value, limit: int = 24) -> str:
+  """A config value as an error shows it: its repr, cut to `limit` characters."""
+  text = repr(value)
+  return text if len(text) <= limit else text[:limit - 3] + '...'
 
 
 def dict_diff(a, b, prefix: str = '') -> list[tuple[str, Any, Any]]:

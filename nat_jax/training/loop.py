@@ -7,10 +7,9 @@ import dataclasses
 import json
 import math
 import os
-import signal
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +28,7 @@ from nat_jax.data import (
 from nat_jax.data.distilled import distilled_pairs, read_teacher_translations
 from nat_jax.data.tokenizer import TOKENIZER_FILE, VOCABULARY_FILE, copy_tokenizer, has_tokenizer, open_tokenizer
 from nat_jax.decode import build_decoder
-from nat_jax.errors import ConfigError, TrainingError, log
+from nat_jax.errors import ConfigError, Stopped, TrainingError, log
 from nat_jax.files import exclusive, write_atomic
 from nat_jax.methods import get_method
 from nat_jax.metrics.scoring import score_translations
@@ -41,7 +40,6 @@ from nat_jax.run.translation import translate_texts
 from nat_jax.run.workdir import Run, load_run
 from nat_jax.training.bookkeeping import (
   LOCK_FILE,
-  PREEMPTED_EXIT,
   CpuClock,
   MetricsLog,
   SignalFlag,
@@ -55,9 +53,16 @@ from nat_jax.training.steps import compile_steps, normalize
 SMALL_MODEL = 20_000_000
 
 
-def load_data(config, workdir: str):
-  """Examples of all splits + the tokenizer (trained on the train split by process 0 on first use)."""
-  splits = {s: load_split(config.data, s) for s in ('train', 'validation', 'test')}
+def load_splits(config) -> dict[str, list]:
+  """The examples of every split (a bad data.source, data.pair or data file refused here, before anything is
+  written)."""
+  return {s: load_split(config.data, s) for s in ('train', 'validation', 'test')}
+
+
+def load_data(config, workdir: str, splits: Optional[dict] = None):
+  """Examples of all splits (`splits` when already loaded) + the tokenizer (trained on the train split by
+  process 0 on first use)."""
+  splits = load_splits(config) if splits is None else splits
   if jax.process_index() == 0:
     texts = (t for e in splits['train'] for t in (e.source, e.references[0]))
     tokenizer = open_tokenizer(workdir, texts, config.vocab_size)
@@ -106,12 +111,26 @@ def training_batches(config, examples, tokenizer, shapes, method=None,
                    f'reference; {counts["dropped"]} longer than max_len={config.max_len} dropped)')
 
 
+def check_before_writing(config) -> dict[str, list]:
+  """Everything about `config` that can be refused without training a tokenizer, checked before the run
+  directory is touched (a refused setting must not reach an existing run's config.json): the data (source, pair,
+  files), the mesh, the distilled targets of data.distill_dir, the runs named by init_from / tokenizer_from.
+  Returns the splits' examples."""
+  splits = load_splits(config)
+  sharding.make_mesh(config.mesh.model_parallel)
+  if config.data.get('distill_dir', ''):
+    read_teacher_translations(config.data.distill_dir, 'train', splits['train'])
+  for key in ('init_from', 'tokenizer_from'):
+    if config.get(key) and not has_tokenizer(config[key]):
+      raise ConfigError(f'{key}={config[key]!r} holds no tokenizer ({TOKENIZER_FILE} or {VOCABULARY_FILE}): is it '
+                        'the workdir of a trained or converted run?')
+  return splits
+
+
 def adopt_tokenizer(key: str, source_run: str, workdir: str):
   """Copy the tokenizer of the run we start from (`key` init_from: its embeddings index that vocabulary) or
-  whose tokenizer we take (`key` tokenizer_from: e.g. a converted OPUS-MT teacher's, for its students)."""
-  if not has_tokenizer(source_run):
-    raise ConfigError(f'{key}={source_run!r} holds no tokenizer ({TOKENIZER_FILE} or {VOCABULARY_FILE}): is it the '
-                      'workdir of a trained or converted run?')
+  whose tokenizer we take (`key` tokenizer_from: e.g. a converted OPUS-MT teacher's, for its students); the
+  run was checked to hold one (check_before_writing)."""
   differs = copy_tokenizer(source_run, workdir)
   if differs:
     raise ConfigError(f'{os.path.join(workdir, differs)} differs from the tokenizer of {key}={source_run!r}; use a '
@@ -258,19 +277,21 @@ def initial_state(config, method, tx, batch, mesh, state_sh, abstract_state, ckp
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
   """Train (or resume) a run in `workdir`, then evaluate it on the test split. Returns the test
-  results, or None when SIGTERM stopped training (a checkpoint was saved; rerun to resume)."""
+  results; raises errors.Stopped when SIGTERM or SIGINT stopped training (a checkpoint was saved first;
+  rerun to resume)."""
   validate_config(config)
   check_fits(config)
   check_same_model(workdir, config)
+  splits = check_before_writing(config)
   setup_compilation_cache(config.compilation_cache_dir)
   os.makedirs(workdir, exist_ok=True)
   lead = jax.process_index() == 0
   with exclusive(os.path.join(workdir, LOCK_FILE), f'--workdir={workdir}', 'a training') if lead \
       else contextlib.nullcontext():
-    return train_in(config, workdir, lead)
+    return train_in(config, workdir, lead, splits)
 
 
-def train_in(config: ml_collections.ConfigDict, workdir: str, lead: bool):
+def train_in(config: ml_collections.ConfigDict, workdir: str, lead: bool, splits: dict):
   """train_and_evaluate once the config is checked and the workdir is this process's."""
   if lead:
     write_config(workdir, config)
@@ -278,7 +299,7 @@ def train_in(config: ml_collections.ConfigDict, workdir: str, lead: bool):
   for key in ('init_from', 'tokenizer_from'):
     if config.get(key) and lead:
       adopt_tokenizer(key, config[key], workdir)
-  splits, tokenizer = load_data(config, workdir)
+  splits, tokenizer = load_data(config, workdir, splits)
   method = get_method(config, tokenizer.vocab_size)
   mesh = sharding.make_mesh(config.mesh.model_parallel)
   row_multiple = int(np.lcm(mesh.shape['data'], jax.process_count()))
@@ -310,7 +331,7 @@ def train_in(config: ml_collections.ConfigDict, workdir: str, lead: bool):
     loop = TrainLoop(config, method, tokenizer, mesh, grad_fn, apply_fn, eval_fn, decode_fn, batches, val_batches,
                      splits['validation'][:config.eval_max_sentences or None], ckpt, metrics_log, lead,
                      CpuClock(cpu_before))
-    with SignalFlag(signal.SIGTERM) as stop:
+    with SignalFlag() as stop:
       state, step = loop.run(state, start, stop)
   finally:
     ckpt.wait()
@@ -318,9 +339,7 @@ def train_in(config: ml_collections.ConfigDict, workdir: str, lead: bool):
     if metrics_log is not None:
       metrics_log.close()
   if stop.received is not None:
-    print(f'Received signal {stop.received}: saved checkpoint at step {step}; rerun the same command to resume '
-          f'(exit status {PREEMPTED_EXIT}).')
-    return None
+    raise Stopped(stop.received, f'saved checkpoint at step {step}; rerun the same command to resume')
   return final_test(config, workdir, splits['test'], lead)
 
 

@@ -38,6 +38,16 @@ def test_pareto_front_is_exactly_the_non_dominated_points(lower_x_better):
     assert benchmark.pareto_front(xs, ys, lower_x_better) == expected, (trial, xs, ys)
 
 
+def test_nothing_timed_draws_no_picture(tmp_path):
+  """--latency_sentences=0 --batch_sizes=1: no speed to plot BLEU against, so no pareto.png (and no error)."""
+  row = {'run': 'r', 'label': 'r:greedy', 'speed': {'sentences_per_s': {'1': 5.0}},
+         'quality': {'per_ref': [{'bleu': 1.0}]}}
+  report = {'rows': [row], 'batch_sizes': [1], 'split': 'test', 'sentences': 1, 'machine': 'm'}
+  benchmark.add_fronts(report)
+  assert report['pareto'] == {} and benchmark.plot_pareto(report, str(tmp_path / 'p.png')) is False
+  assert not (tmp_path / 'p.png').exists()
+
+
 def test_match_shares_by_hand_and_against_sacrebleu_precision():
   hyps = ['the cat sat on the mat', 'a dog a dog barks']
   first = ['the cat sat on a mat', 'a dog barks']

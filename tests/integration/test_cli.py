@@ -2,8 +2,11 @@
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+
+import pytest
 
 from nat_jax import decode
 from nat_jax.run.translation import translate_texts
@@ -146,3 +149,80 @@ def test_evaluate_rejects_unknown_decoder_option(trained_run):
                            '--decoder.beam_size=2'], cwd=REPO, capture_output=True, text=True, timeout=300)
   assert result.returncode == 2 and 'beam_size' in result.stderr
 
+
+
+def test_help_lists_every_flag_with_its_rule_and_exits_0():
+  """`--help` on every command (the real output, each in its own process): exit 0, and each of the command's
+  flags named with what its value must be (absl lists only the main module's key flags)."""
+  from nat_jax.commands import cli
+  procs = {name: subprocess.Popen([sys.executable, '-m', f'nat_jax.{name}', '--help'], cwd=REPO, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) for name in cli.COMMANDS}
+  for name, command_flags in cli.every_flag().items():
+    out, _ = procs[name].communicate(timeout=300)
+    assert procs[name].returncode == 0, (name, out[-2000:])
+    flat = ''.join(out.split())  # absl wraps help at 80 columns (and after a hyphen): compare without spaces
+    for f in command_flags:
+      assert f'--{f.name}:' in flat or f'--[no]{f.name}:' in flat, (name, f.name)
+      rule = f.rule_line('' if f.kind == 'enum' else f.requirement())
+      assert ''.join(rule.split()) in flat, (name, f.name, rule)
+
+
+def translate_cmd(workdir, *args):
+  return [sys.executable, '-m', 'nat_jax.translate', f'--workdir={workdir}', *args]
+
+
+def error_lines(stderr: str) -> list[str]:
+  return [line for line in stderr.splitlines() if line.startswith('error: ')]
+
+
+def closing(fd: int, cmd: list[str]) -> list[str]:
+  """`cmd` started with file descriptor `fd` closed, as a shell's `<&-` / `>&-` / `2>&-` does."""
+  return ['sh', '-c', 'exec "$@" ' + {0: '<&-', 1: '>&-', 2: '2>&-'}[fd], 'sh', *cmd]
+
+
+def test_translate_started_with_a_standard_stream_closed(trained_run, tmp_path):
+  """stdin or stdout closed (`<&-`, `>&-`): one error line naming the flag to use instead, before the run loads;
+  stderr closed: the translation still reaches stdout (no message leaks into it)."""
+  source = tmp_path / 'in.txt'
+  source.write_text('In the beginning God created the heavens and the earth.\n')
+  for fd, args, flag in ((0, (), '--input'), (1, (f'--input={source}',), '--output')):
+    result = subprocess.run(closing(fd, translate_cmd(trained_run, *args)), cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    errors = error_lines(result.stderr)
+    assert result.returncode == 2 and len(errors) == 1 and flag in errors[0], result.stderr[-2000:]
+  alone = subprocess.run(translate_cmd(trained_run, f'--input={source}'), cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
+  closed = subprocess.run(closing(2, translate_cmd(trained_run, f'--input={source}')), cwd=REPO,
+                          stdout=subprocess.PIPE, text=True, timeout=300)
+  assert closed.returncode == 0 and closed.stdout == alone.stdout and len(closed.stdout.splitlines()) == 1
+
+
+def test_commands_write_utf8_whatever_the_locale_says():
+  """PYTHONIOENCODING=ascii (or LANG=C): stdout still takes German text, as UTF-8 (input is read as UTF-8)."""
+  code = 'from nat_jax.commands import cli; cli.utf8_streams(); print("Grüße, Straße"); import sys; ' \
+         'print("ä", file=sys.stderr)'
+  result = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, timeout=120,
+                          env={**os.environ, 'PYTHONIOENCODING': 'ascii'})
+  assert result.returncode == 0 and result.stdout == 'Grüße, Straße\n'.encode('utf-8'), result.stderr[-2000:]
+  assert 'ä'.encode('utf-8') in result.stderr
+
+
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_mid_translation_leaves_no_output_and_one_error_line(trained_run, tmp_path, sig):
+  """SIGTERM or Ctrl-C while `translate --output=F` works: F is not written, no F.tmp<pid> is left, one
+  `error: stopped by ...` line, status 128 + the signal."""
+  source = tmp_path / 'in.txt'
+  source.write_text('And God said, Let there be light: and there was light.\n' * 4000)
+  out = tmp_path / 'out.txt'
+  proc = subprocess.Popen(translate_cmd(trained_run, f'--input={source}', f'--output={out}', '--chunk_lines=64'),
+                          cwd=REPO, stderr=subprocess.PIPE, text=True)
+  for line in proc.stderr:  # the first chunk is done: the output is being written
+    if line.startswith('translated '):
+      break
+  proc.send_signal(sig)
+  stderr = proc.stderr.read()
+  proc.wait(timeout=300)
+  assert proc.returncode == 128 + sig, stderr[-2000:]
+  assert error_lines(stderr) == [f'error: stopped by {sig.name}: no output was left half-written; rerun the same '
+                                 'command.'], stderr[-2000:]
+  assert 'Traceback' not in stderr and os.listdir(tmp_path) == ['in.txt']

@@ -25,7 +25,7 @@ from nat_jax.decode.options import Rule, option
 
 @dataclasses.dataclass(frozen=True)
 class FirstTokensOptions(Options):
-  tokens: int = option(3, 'tokens written', Rule('1 to 16 tokens', 1, 16))
+  tokens: int = option(3, 'tokens written', Rule(1, 16, words='1 to 16 tokens'))
 
 
 @register_decoder('first_tokens', LeftToRightScorer, FirstTokensOptions,

@@ -4,7 +4,9 @@ training setting. Each value drawn from the hostile space (NaN, +-inf, 0, negati
 empty, unicode, paths that are directories, FIFOs, devices or missing) is either accepted as a value
 that can work, or refused by one error line (absl's flag error or a ConfigError, which the command
 lines print as `error: ...`, exit 2); never another exception, never a value that cannot work let
-through. What "can work" means is said here, by kind, not by the rule under test.
+through. What "can work" means is said here, by kind, not by the rule under test. The Python API
+(`Translator.translate`) and the HTTP server (`POST /v1/translate`) meet drawn arguments and request bodies
+the same way: a translation per text, or one of our errors (an HTTP 4xx with a JSON error), never another.
 
 Every (command, flag) and (decoder, option) pair meets every value of the hostile lists; then the
 default run draws 200 random cases of each kind; `python -m pytest -m slow tests/integration/test_fuzz.py` draws
@@ -57,10 +59,10 @@ def check_option(name: str, key: str, raw: str):
     assert str(e) and '\n' not in str(e), repr(e)
     return
   value = options.kwargs()[key]
-  if isinstance(value, float):
-    assert math.isfinite(value) and value >= 0, (name, key, raw, value)
+  if isinstance(value, float):  # weights and exponents: past 100, (5 + |y|)^alpha or P^beta leave float32's range
+    assert math.isfinite(value) and 0 <= value <= 100, (name, key, raw, value)
   if isinstance(value, int) and not isinstance(value, bool):
-    assert value >= 0, (name, key, raw, value)
+    assert 0 <= value <= 1 << 24, (name, key, raw, value)  # no count means anything past 16M (sizes memory)
     if key in ('beam_size', 'b_at', 'b_nat', 'length_beam'):
       assert 1 <= value <= MAX_HYPOTHESES, (name, key, raw, value)
     if key == 'max_len':
@@ -170,7 +172,7 @@ def test_help_lists_every_option_with_what_it_must_be():
   text = decode.describe_options()
   for name, key in PAIRS:
     assert f'{key}=' in text.split(f'\n  {name}: ', 1)[1].split('\n', 1)[0], (name, key)
-  assert 'beam_size=4 (1 to 256 beams)' in text and 'gamma=0.1 (a finite number >= 0)' in text
+  assert 'beam_size=4 (1 to 256 beams)' in text and 'gamma=0.1 (a finite number from 0 to 10)' in text
 
 
 # --- the command line, end to end (slow: a process per case) --------------------------------------
@@ -380,3 +382,75 @@ def test_command_lines(trained_run, hostile_paths, tmp_path_factory):
   print(f'command lines: {outcomes}')
   assert outcomes['done'] and outcomes['refused'], outcomes  # both sides of the contract were exercised
   assert sorted(os.listdir(REPO)) == checkout  # nothing written beside the sources
+
+
+# --- the Python API and the HTTP server ----------------------------------------------------------------------
+def json_values():
+  """Any JSON value, small: what a request's fields or a caller's arguments may hold."""
+  leaves = (st.none() | st.booleans() | st.integers(-10**30, 10**30) | st.floats(allow_nan=False)
+            | st.text(max_size=8) | st.sampled_from(HOSTILE))
+  return st.recursive(leaves, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                         max_size=3), max_leaves=8)
+
+
+SERVED = ('greedy', 'beam')
+OPTION_NAMES = sorted({key for name in SERVED for key in DECODERS[name].option_names})
+
+
+@st.composite
+def decoding_request(draw):
+  """(texts, decoder, options, stats): each usually well-formed, sometimes any JSON value."""
+  texts = draw(st.lists(st.text(max_size=30), max_size=4) | json_values())
+  decoder = draw(st.none() | st.sampled_from(SERVED + ('dag_beam', 'nope')) | json_values())
+  options = draw(st.none() | st.dictionaries(st.sampled_from(OPTION_NAMES + ['lm', 'drafter', 'nope']),
+                                             st.sampled_from(['1', '2', '0', '-1', 'nan', '1e300', 'true', 'gnmt'])
+                                             | json_values(), max_size=2) | json_values())
+  return texts, decoder, options, draw(st.booleans() | json_values())
+
+
+def test_the_python_api(trained_run):
+  """Translator.translate with drawn arguments: a translation per text, or one of our errors in one line; never
+  another exception. Its decoders (a few configurations: the drawn values are few) are built on first use."""
+  from nat_jax.errors import NatJaxError
+  from nat_jax.run.translator import Translator
+  translator = Translator(trained_run, 'greedy', batch_size=4)
+
+  @fuzz(60)
+  @given(decoding_request(), st.none() | st.sampled_from([1, 3, 0, -1, True, 2.5, '4']))
+  def call(request, batch_size):
+    texts, decoder, options, _ = request
+    try:
+      out = translator.translate(texts, decoder, options, batch_size)
+    except NatJaxError as e:
+      assert str(e) and '\n' not in str(e), repr(e)
+      return
+    assert len(out) == len(list(texts)) and all(isinstance(t, str) for t in out), (request, out)
+  call()
+
+
+def test_the_http_server(trained_run):
+  """POST /v1/translate with drawn bodies: 200 with a translation per text, or a 4xx JSON {"error": one line};
+  never a 500. The server builds at most --max_decoders configurations, so drawn options compile little."""
+  import json
+
+  import httpx
+
+  from nat_jax.deploy.server import ServeConfig, Service, running
+  from nat_jax.run.translator import Translator
+  translator = Translator(trained_run, 'greedy', batch_size=4)
+  config = ServeConfig(max_batch=4, max_sentences=8, max_chars=400, max_decoders=4, allowed_decoders=('beam',))
+  with running(Service(translator, config).app) as url, httpx.Client(base_url=url, timeout=120) as client:
+    @fuzz(60)
+    @given(decoding_request(), st.booleans())
+    def post(request, whole):
+      texts, decoder, options, stats = request
+      body = {'text': texts, 'decoder': decoder, 'options': options, 'stats': stats}
+      body = body if whole else {k: v for k, v in body.items() if v is not None}
+      r = client.post('/v1/translate', content=json.dumps(body))
+      answer = r.json()
+      if r.status_code == 200:
+        given = [texts] if isinstance(texts, str) else texts
+        assert len(answer['translations']) == len(given), (body, answer)
+      else:
+        assert r.status_code in (400, 413) and set(answer) == {'error'} and '\n' not in answer['error'], (body, r)
+    post()

@@ -113,6 +113,7 @@ def test_training_into_a_run_of_another_model_is_refused_before_any_work(trained
   with pytest.raises(ConfigError) as e:
     train_and_evaluate(tiny_config(corpus, **overrides), workdir)
   assert 'holds a trained run of another model' in str(e.value) and differs in str(e.value)
+  assert len(str(e.value)) < 360, str(e.value)  # a whole section's repr is cut, and at most 3 differences shown
   assert listing(workdir) == before  # config, results and checkpoints untouched, nothing set aside
 
 
@@ -194,13 +195,17 @@ def test_finite_losses_pass_the_check():
 
 # --- decoder options and picture flags -----------------------------------------------------------
 @pytest.mark.parametrize('decoder,overrides,message', [
-    ('dag_beam', {'top_cand': '0'}, 'top_cand=0: dag_beam needs at least 1 candidate token'),
-    ('dag_beam', {'gamma': 'nan'}, 'gamma=nan: dag_beam needs a finite number >= 0'),
+    ('dag_beam', {'top_cand': '0'}, 'top_cand=0: dag_beam needs 1 to 1048576 candidate tokens'),
+    ('dag_beam', {'gamma': 'nan'}, 'gamma=nan: dag_beam needs a finite number from 0 to 10'),
     ('dag_beam', {'lm_pool': '0'}, 'lm_pool=0'),
     ('beam', {'beam_size': '100000'}, 'beam_size=100000: beam needs 1 to 256 beams'),
     ('multiword_beam', {'beam_size': '100000'}, 'beam_size=100000: multiword_beam needs 1 to 256'),
     ('hrt', {'b_at': '100000'}, 'b_at=100000: hrt needs 1 to 256 beams'),
     ('mask_predict', {'length_beam': '100000'}, 'length_beam=100000'),
+    ('beam', {'alpha': '1e300'}, 'alpha=1e+300: beam needs a finite number from 0 to 10'),  # overflowed (5+|y|)^alpha
+    ('dag_beam', {'beta': '1e300'}, 'beta=1e+300: dag_beam needs a finite number from 0 to 10'),
+    ('multiword_beam', {'alpha': '1e300'}, 'alpha=1e+300: multiword_beam needs a finite number from 0 to 10'),
+    ('dag_beam', {'top_cand': '100000000'}, 'top_cand=100000000: dag_beam needs 1 to 1048576'),
 ])
 def test_out_of_range_decoder_options_are_refused(decoder, overrides, message):
   with pytest.raises(ConfigError) as e:

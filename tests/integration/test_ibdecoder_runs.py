@@ -8,7 +8,7 @@ from nat_jax.training.loop import train_and_evaluate
 from tests.support import tiny_config
 
 
-# about a minute; the IBDecoder family trains in tests/unit/test_ibdecoder.py, end to end in the tour notebook
+# about a minute; the IBDecoder family trains in tests/unit/test_methods_ibdecoder.py, end to end in the tour notebook
 @pytest.mark.slow
 def test_imdecoder_trains_and_translates_end_to_end(corpus, compile_cache, tmp_path):
   """A tiny IMDecoder (direction embeddings) through train / evaluate / translate: every line back, in

@@ -12,7 +12,8 @@ from nat_jax.training.loop import train_and_evaluate
 from tests.support import tiny_config
 
 
-@pytest.mark.slow  # about a minute; the head's loss, states and drafts have unit tests (tests/unit/test_selfdraft.py)
+# about a minute; the head's loss, states and drafts have unit tests (tests/unit/test_methods_selfdraft.py)
+@pytest.mark.slow
 def test_selfdraft_training_keeps_the_verifier_and_drafts_both_ways(trained_run, corpus, tmp_path, compile_cache):
   """init_from an AT run, a few updates: the verifier is that run bit for bit; `drafted` on the
   selfdraft run and on the AT run with the selfdraft run as drafter both give the AT's greedy output."""

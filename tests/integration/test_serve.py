@@ -92,11 +92,22 @@ def test_translator_errors_name_the_problem(trained_run, tmp_path):
   with pytest.raises(ConfigError, match='list of sentences'):
     translator.translate('one string')
   for bad in (0, -1, -2, '8', 2.5):  # per call as in the constructor (a negative count returned '' for every line)
-    with pytest.raises(ConfigError, match='batch_size must be a positive integer'):
+    with pytest.raises(ConfigError, match='batch_size must be an integer from 1 to 65536'):
       translator.translate(SENTENCES, batch_size=bad)
   assert translator.translate(SENTENCES[:3], batch_size=2) == translator.translate(SENTENCES[:3])
   assert translator.decoder_for('greedy')[0] is translator.decoder_for('greedy', {})[0]  # built once
-
+  for bad in (True, 10 ** 9):  # the same rule as --batch_size: an integer from 1 to MAX_ROWS
+    with pytest.raises(ConfigError, match='batch_size must be an integer from 1 to 65536'):
+      Translator(trained_run, batch_size=bad)
+  with pytest.raises(ConfigError, match='workdir must be the path of a trained run'):
+    Translator(None)
+  for bad, words in ((None, 'got NoneType'), (5, 'got int'), ([b'x'], 'item 0 is bytes'), (['a', 3], 'item 1 is int')):
+    with pytest.raises(ConfigError, match=words):
+      translator.translate(bad)
+  with pytest.raises(ConfigError, match='options must be a mapping'):
+    translator.translate(SENTENCES[:1], options=['beam_size=2'])
+  # a lone surrogate (what an invalid \\u escape decodes to) is replaced, as the server does: one output per line
+  assert translator.translate(['\ud800', SENTENCES[0] + '\udfff']) == translator.translate(['?', SENTENCES[0] + '?'])
 
 
 def test_warm_up_stops_where_memory_maps_run_short(trained_run, monkeypatch, caplog):
@@ -194,6 +205,10 @@ def bad_requests(config: ServeConfig):
   yield '/v1/translate', {'json': {'text': ['a' * (config.max_chars + 1)]}}, 413, 'at most 400'
   yield '/translate', {'json': {'source': 'en', 'target': 'de'}}, 400, 'missing q'
   yield '/translate', {'json': {'q': 'a', 'format': 'html'}}, 400, 'format'
+  yield '/v1/translate', {'json': {'text': ['a'], 'stats': 'no'}}, 400, '"stats": expected true or false'
+  yield '/v1/translate', {'content': b'[' * 30_000 + b']' * 30_000}, 400, 'nested too deeply'
+  yield '/v1/translate', {'content': b'{"text": ["a"], "stats": ' + b'9' * 5000 + b'}'}, 400, 'cannot be read'
+  yield '/v1/nope', {'json': {}}, 404, 'no route /v1/nope'
 
 
 def test_bad_input_gets_its_status_and_the_server_keeps_serving(trained_run):
@@ -206,7 +221,38 @@ def test_bad_input_gets_its_status_and_the_server_keeps_serving(trained_run):
       assert r.status_code == status and words in r.json()['error'], (path, kwargs, r.status_code, r.text)
       assert post(url, '/v1/translate', json={'text': SENTENCES[:2]}).json()['translations'] == good
     counted = httpx.get(url + '/metrics').text
-  assert 'nat_jax_requests_total{code="400",route="/v1/translate"} 12.0' in counted
+  assert 'nat_jax_requests_total{code="400",route="/v1/translate"} 15.0' in counted
+  assert 'nat_jax_requests_total{code="404",route="other"} 1.0' in counted
+
+
+def test_wrong_method_is_a_json_405_and_requests_build_at_most_max_decoders(trained_run):
+  """405 in the JSON shape of every error; a request's options build a decoder only while fewer than
+  --max_decoders are built (the served ones count), so no client can fill memory with compilations."""
+  translator = Translator(trained_run, 'greedy', batch_size=4)
+  with running(Service(translator, ServeConfig(max_decoders=3)).app) as url:
+    wrong = httpx.get(url + '/v1/translate')
+    assert wrong.status_code == 405 and wrong.json() == {'error': 'GET is not allowed on /v1/translate.'}
+    for max_len in (5, 6, 5, 6):  # two more configurations: built once each, asked again at no cost
+      r = post(url, '/v1/translate', json={'text': ['a'], 'options': {'max_len': max_len}})
+      assert r.status_code == 200, r.text
+    refused = post(url, '/v1/translate', json={'text': ['a'], 'options': {'max_len': 7}})
+    assert refused.status_code == 400 and 'at most 3 decoder configurations' in refused.json()['error']
+    assert post(url, '/v1/translate', json={'text': ['a']}).status_code == 200  # the served defaults still are
+  assert len(Service(translator, ServeConfig(max_decoders=3)).built) == 1
+  with pytest.raises(ConfigError, match='--max_decoders=1'):
+    Service(translator, ServeConfig(max_decoders=1, allowed_decoders=('jacobi_pj',)))
+
+
+def test_a_slow_body_gets_408(trained_run):
+  """A client that sends its headers, then its body slower than --read_timeout_s, is answered 408."""
+  translator = Translator(trained_run, 'greedy', batch_size=4)
+  with running(Service(translator, ServeConfig(read_timeout_s=0.5)).app) as url:
+    host, port = url.split('//')[1].split(':')
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+      conn.sendall(b'POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n'
+                   b'Content-Length: 100\r\n\r\n{"text": ')
+      answer = conn.recv(65536).decode()
+    assert answer.startswith('HTTP/1.1 408') and 'read_timeout_s' in answer, answer
 
 
 def test_hostile_lines_give_one_translation_each(trained_run):
@@ -318,23 +364,27 @@ def arrived(url: str) -> int:
   return int(sum(values)) - 1
 
 
-def test_sigterm_under_load_finishes_in_flight_requests_and_exits_0(trained_run):
+def started_server(workdir: str, *flags) -> tuple[subprocess.Popen, str]:
+  """`nat_jax.serve` on a free port, once /health says ready: (process, base URL)."""
   port = free_port()
   url = f'http://127.0.0.1:{port}'
-  proc = subprocess.Popen([sys.executable, '-m', 'nat_jax.serve', f'--workdir={trained_run}', f'--port={port}',
-                           '--max_batch=4', '--max_wait_ms=50'], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          env={**os.environ, 'JAX_PLATFORMS': 'cpu'})
+  proc = subprocess.Popen([sys.executable, '-m', 'nat_jax.serve', f'--workdir={workdir}', f'--port={port}', *flags],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, 'JAX_PLATFORMS': 'cpu'})
+  deadline = time.monotonic() + 300
+  while True:
+    assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+    try:
+      if httpx.get(url + '/health').status_code == 200:
+        return proc, url
+    except httpx.TransportError:
+      pass
+    assert time.monotonic() < deadline, 'the server did not get ready'
+    time.sleep(0.2)
+
+
+def test_sigterm_under_load_finishes_in_flight_requests_and_exits_0(trained_run):
+  proc, url = started_server(trained_run, '--max_batch=4', '--max_wait_ms=50')
   try:
-    deadline = time.monotonic() + 300
-    while True:
-      assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
-      try:
-        if httpx.get(url + '/health').status_code == 200:
-          break
-      except httpx.TransportError:
-        pass
-      assert time.monotonic() < deadline, 'the server did not get ready'
-      time.sleep(0.2)
     want = Translator(trained_run, 'greedy').translate(SENTENCES)
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
       inflight = [pool.submit(post, url, '/v1/translate', json={'text': SENTENCES}) for _ in range(16)]
@@ -346,6 +396,28 @@ def test_sigterm_under_load_finishes_in_flight_requests_and_exits_0(trained_run)
     assert proc.wait(timeout=120) == 0, proc.communicate()[1].decode()[-2000:]
     with pytest.raises(httpx.TransportError):
       httpx.get(url + '/health')
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+    proc.communicate()
+
+
+def test_sigterm_with_a_batch_outlasting_timeout_s_still_exits_0(trained_run):
+  """16 requests of 30 long sentences, --timeout_s far shorter than a batch: every request is answered 504, and
+  SIGTERM ends the process with status 0 within --timeout_s + a few seconds (it aborted with signal 6 when the
+  interpreter tore down around the worker still inside XLA)."""
+  proc, url = started_server(trained_run, '--max_batch=64', '--timeout_s=0.2', '--warmup=none')
+  try:
+    texts = [' '.join(SENTENCES) * 3] * 30
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+      inflight = [pool.submit(post, url, '/v1/translate', json={'text': texts}) for _ in range(16)]
+      while arrived(url) < 16:
+        time.sleep(0.05)
+      proc.send_signal(signal.SIGTERM)
+      t0 = time.monotonic()
+      assert {f.result().status_code for f in inflight} <= {504, 503}
+    assert proc.wait(timeout=120) == 0, proc.communicate()[1].decode()[-2000:]
+    assert time.monotonic() - t0 < 30
   finally:
     if proc.poll() is None:
       proc.kill()
@@ -366,3 +438,10 @@ def test_serve_command_refuses_bad_flags(trained_run, tmp_path):
   assert r.returncode == 2 and 'is empty' in r.stderr
   r = serve(f'--workdir={tmp_path}')
   assert r.returncode == 2 and 'holds no trained run' in r.stderr
+  with socket.socket() as taken:  # a port another server listens on; a host that is no address
+    taken.bind(('127.0.0.1', 0))
+    taken.listen()
+    r = serve(f'--workdir={trained_run}', f'--port={taken.getsockname()[1]}')
+  assert r.returncode == 2 and 'is in use' in r.stderr and r.stderr.count('error: ') == 1, r.stderr[-2000:]
+  r = serve(f'--workdir={trained_run}', '--host=256.0.0.1')
+  assert r.returncode == 2 and 'error: --host=256.0.0.1: not an address' in r.stderr, r.stderr[-2000:]

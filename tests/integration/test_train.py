@@ -1,6 +1,7 @@
 """Training: resume (in-process, SIGTERM, SIGKILL) equals uninterrupted; corrupt checkpoints; sharding; errors."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -101,7 +102,7 @@ def wait_for(path, proc, timeout=300):
     time.sleep(0.05)
 
 
-@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_interrupted_run_resumes_to_the_same_parameters(tmp_path, corpus, compile_cache, trained_run, sig):
   workdir = str(tmp_path / 'interrupted')
   config = tiny_config(corpus, compile_cache)
@@ -110,9 +111,12 @@ def test_interrupted_run_resumes_to_the_same_parameters(tmp_path, corpus, compil
   wait_for(os.path.join(workdir, 'checkpoints', '2'), proc)
   proc.send_signal(sig)
   out, _ = proc.communicate(timeout=300)
-  if sig == signal.SIGTERM:
-    assert proc.returncode == PREEMPTED_EXIT == 143, out[-3000:]  # a scheduler can tell it from done
-    assert 'Received signal' in out and 'Test set' not in out, out[-3000:]
+  if sig != signal.SIGKILL:  # SIGTERM and Ctrl-C: saved, one error line, 128 + the signal (a scheduler can tell it)
+    assert proc.returncode == 128 + sig and PREEMPTED_EXIT == 143, out[-3000:]
+    stopped = [line for line in out.splitlines() if line.startswith('error: ')]
+    assert len(stopped) == 1 and re.fullmatch(f'error: stopped by {sig.name}: saved checkpoint at step [0-9]+; '
+                                              'rerun the same command to resume.', stopped[0]), out[-3000:]
+    assert 'Test set' not in out and 'Traceback' not in out, out[-3000:]
   else:
     assert proc.returncode == -signal.SIGKILL
   resumed = subprocess.run(train_cmd(config, workdir), cwd=REPO, capture_output=True, text=True, timeout=600)
@@ -208,6 +212,7 @@ def test_sharded_step_on_8_devices_equals_one_device():
     ('--config.total_steps=many', 'total_steps'),
     ('--config.data.train_files=/nonexistent/train.tsv', '/nonexistent/train.tsv'),
     ('--config.total_steps=0', 'total_steps must be > 0'),
+    ('--config.data.max_examples=-1', 'max_examples must be >= 0'),
 ])
 def test_bad_config_is_a_clear_error(tmp_path, flag, message):
   cmd = [sys.executable, '-m', 'nat_jax.train', '--config=configs/at_bible_tiny.py', f'--workdir={tmp_path}/w',
@@ -217,6 +222,43 @@ def test_bad_config_is_a_clear_error(tmp_path, flag, message):
   errors = [line for line in result.stderr.splitlines() if line.startswith('error: ')]
   assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
   assert 'Traceback' not in result.stderr
+
+
+REFUSED = [({'data.distill_dir': '/nonexistent/distilled'}, 'distill_dir'), ({'data.source': 'bogus'}, 'bogus'),
+           ({'data.source': 'bible', 'data.pair': 'xx-yy'}, 'xx-yy'), ({'init_from': '/nonexistent/run'}, 'init_from'),
+           ({'mesh.model_parallel': 3}, 'model_parallel')]
+
+
+@pytest.mark.parametrize('overrides,message', REFUSED, ids=lambda x: ','.join(x) if isinstance(x, dict) else x)
+def test_a_refused_setting_writes_nothing(tmp_path, corpus, trained_run, overrides, message):
+  """Every refusal comes before anything is written: an existing run keeps its config.json byte for byte and
+  its files, a fresh workdir is not even made (no tokenizer trained first)."""
+  from nat_jax.errors import NatJaxError
+  from tests.support import copy_run, with_overrides
+  existing = copy_run(trained_run, tmp_path)
+  before = {name: open(os.path.join(existing, name), 'rb').read() for name in os.listdir(existing)
+            if os.path.isfile(os.path.join(existing, name))}
+  config = with_overrides(tiny_config(corpus), {'total_steps': 40, **overrides})
+  for workdir in (existing, str(tmp_path / 'fresh')):
+    with pytest.raises(NatJaxError, match=message):
+      train_and_evaluate(config, workdir)
+  after = {name: open(os.path.join(existing, name), 'rb').read() for name in before}
+  assert after == before and sorted(os.listdir(existing)) == sorted(os.listdir(trained_run))
+  assert not os.path.exists(tmp_path / 'fresh')
+
+
+def test_resuming_with_a_damaged_tokenizer_names_it(tmp_path, corpus, trained_run):
+  """A truncated or garbage spm.model: a DataError naming the file, not sentencepiece's RuntimeError."""
+  from nat_jax.errors import DataError
+  from tests.support import copy_run
+  workdir = copy_run(trained_run, tmp_path)
+  model = os.path.join(workdir, 'spm.model')
+  whole = open(model, 'rb').read()
+  for damaged in (whole[:len(whole) // 3], b'garbage' * 100):
+    with open(model, 'wb') as f:
+      f.write(damaged)
+    with pytest.raises(DataError, match='spm.model is not a readable sentencepiece model'):
+      train_and_evaluate(tiny_config(corpus), workdir)
 
 
 def test_another_methods_option_is_an_unknown_key(tmp_path):

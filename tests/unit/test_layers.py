@@ -228,3 +228,29 @@ def test_tests_are_unit_or_integration_and_share_helpers_through_support():
             heavy.append(f'unit/{name}:{node.lineno}: runs one of our commands (python -m)')
   assert not crossings, 'tests import helpers from tests/support.py only:\n' + '\n'.join(crossings)
   assert not heavy, 'end-to-end work belongs in tests/integration:\n' + '\n'.join(heavy)
+
+
+REPOSITORY_CHECKS = {'layers', 'lint'}  # tests/unit/test_<check>.py of the repository as a whole
+
+
+def named_files(test_name: str) -> list[str]:
+  """The files a unit test module `test_<room>_<module>.py` (or `test_<module>.py`, `test_<room>.py`) is named
+  after: nat_jax/<room>/<module>.py, nat_jax/<module>.py, the room nat_jax/<room>/, benchmarks/<module>.py."""
+  stem = test_name[len('test_'):-len('.py')]
+  candidates = [os.path.join(PACKAGE, stem + '.py'), os.path.join(PACKAGE, stem, '__init__.py')]
+  for i, char in enumerate(stem):
+    if char == '_':
+      room, module = stem[:i], stem[i + 1:]
+      candidates += [os.path.join(PACKAGE, room, module + '.py')]
+      if room == 'benchmarks':
+        candidates += [os.path.join(REPO, 'benchmarks', module + '.py')]
+  return [c for c in candidates if os.path.isfile(c)]
+
+
+def test_unit_tests_are_named_after_what_they_test():
+  """The unit tests of nat_jax/<room>/<module>.py are tests/unit/test_<room>_<module>.py (a top-level module's:
+  test_<module>.py; a room's tests across its modules: test_<room>.py; benchmarks/<module>.py's:
+  test_benchmarks_<module>.py), so a reader finds them without searching; and no module has two such files."""
+  names = [n for n in os.listdir(os.path.join(REPO, 'tests', 'unit')) if n.startswith('test_') and n.endswith('.py')]
+  unnamed = [n for n in names if n[len('test_'):-3] not in REPOSITORY_CHECKS and len(named_files(n)) != 1]
+  assert not unnamed, f'unit tests not named after one module (or room) they test: {sorted(unnamed)}'

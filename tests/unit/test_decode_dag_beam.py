@@ -59,7 +59,7 @@ def graphs(seed: int, lengths, size: int, vocab: int):
 
 
 @BOTH
-@pytest.mark.parametrize('alpha,beta', [(1.1, 1.0), (0.0, 1.0), (1.0, 0.5)])
+@pytest.mark.parametrize('alpha,beta', [(1.1, 1.0), (0.0, 1.0), (1.0, 0.5), (1.1, 0.0)])
 def test_exhaustive_beam_finds_the_best_output_by_enumeration(search, alpha, beta):
   vocab = 3
   for seed in range(3):

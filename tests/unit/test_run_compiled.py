@@ -1,5 +1,6 @@
 """nat_jax.run.compiled: the process's compile count and memory maps, read from /proc and jax's own events;
 compiled programs dropped near the kernel's map limit, warm-ups stopped at half of it."""
+import gc
 import sys
 
 import jax
@@ -9,6 +10,14 @@ import pytest
 from nat_jax.run import compiled
 
 linux = pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc')
+
+
+@pytest.fixture(autouse=True)
+def settled():
+  """The programs earlier tests compiled, dropped and collected first: their maps are not freed (by the garbage
+  collector) in the middle of a count here, and their number does not bring the process near the limit."""
+  jax.clear_caches()
+  gc.collect()
 
 
 def fresh_function():

@@ -1,5 +1,5 @@
 """Compiled costs of the decoding calls, cached per (recipe, target, source width): what the roofline
-projection (nat_jax.aot.roofline, benchmarks/projected_speed.py) and the measured comparison
+projection (benchmarks/roofline.py, benchmarks/projected_speed.py) and the measured comparison
 (benchmarks/unit_speed.py) read. A cache file is `<recipe>@<target>@w<width>.json`:
 {'<unit>|<batch>': {flops, bytes, peak_bytes, compile_s, host_callbacks, note}}.
 """
@@ -9,8 +9,9 @@ import json
 import os
 from typing import Optional
 
+from benchmarks import roofline
 from nat_jax import recipes
-from nat_jax.aot import analysis, programs, roofline
+from nat_jax.aot import analysis, programs
 from nat_jax.aot.programs import unit_label
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
