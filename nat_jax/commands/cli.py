@@ -85,7 +85,7 @@ def run_command(main: Callable[..., Any], decoder_options: bool = False, command
 
   def guarded(args):
     quiet_logs()
-    stop_on_signals()
+    previous = stop_on_signals()
     utf8_streams()
     try:
       if len(args) > 1:
@@ -99,6 +99,9 @@ def run_command(main: Callable[..., Any], decoder_options: bool = False, command
       fail(str(e), e.exit_status)
     except OSError as e:
       fail(os_error_message(e))
+    finally:  # a caller in the same process (a test) gets its own handlers back
+      for signum, handler in previous.items():
+        signal.signal(signum, handler)
     # Any other exception is a bug: it ends with its traceback (exit 1), for the report.
   app.run(guarded, argv=argv, flags_parser=parse_flags)
 
@@ -131,9 +134,8 @@ def stop_on_signals():
   """The one signal path of every command: SIGTERM and SIGINT (Ctrl-C) raise errors.Stopped where the command
   is, so the files it was writing are removed on the way out and it ends with one `error: stopped by ...` line
   and status 128 + the signal. A command that saves on a signal first (train: its checkpoint) or drains
-  (serve) installs its own handlers inside this."""
-  for signum in (signal.SIGTERM, signal.SIGINT):
-    signal.signal(signum, _stop)
+  (serve) installs its own handlers inside this. Returns the handlers it replaced."""
+  return {signum: signal.signal(signum, _stop) for signum in (signal.SIGTERM, signal.SIGINT)}
 
 
 # --- each command's flags: what they are, what each value must be ---------------------------------

@@ -207,7 +207,7 @@ def test_commands_write_utf8_whatever_the_locale_says():
   assert 'ä'.encode('utf-8') in result.stderr
 
 
-@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize('sig', [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)])  # one path
 def test_a_signal_mid_translation_leaves_no_output_and_one_error_line(trained_run, tmp_path, sig):
   """SIGTERM or Ctrl-C while `translate --output=F` works: F is not written, no F.tmp<pid> is left, one
   `error: stopped by ...` line, status 128 + the signal."""

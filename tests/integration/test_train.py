@@ -102,7 +102,8 @@ def wait_for(path, proc, timeout=300):
     time.sleep(0.05)
 
 
-@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+@pytest.mark.parametrize('sig', [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow),  # same path
+                                 signal.SIGKILL])
 def test_interrupted_run_resumes_to_the_same_parameters(tmp_path, corpus, compile_cache, trained_run, sig):
   workdir = str(tmp_path / 'interrupted')
   config = tiny_config(corpus, compile_cache)
