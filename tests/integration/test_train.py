@@ -126,6 +126,32 @@ def test_interrupted_run_resumes_to_the_same_parameters(tmp_path, corpus, compil
   assert_same_params(final_params(workdir), final_params(trained_run))
 
 
+def test_a_signal_in_the_final_test_pass_is_a_stopped_command(tmp_path, corpus, compile_cache, trained_run,
+                                                               monkeypatch):
+  """SIGTERM while the finished training tests (it ended with no message): the command line's one signal path
+  raises errors.Stopped (status 143), no test_results.json is half-written, and rerunning tests again."""
+  from nat_jax.commands import cli
+  from nat_jax.errors import Stopped
+  from nat_jax.training import loop
+  from tests.support import copy_run
+  workdir = copy_run(trained_run, tmp_path)
+  os.remove(os.path.join(workdir, 'test_results.json'))
+  evaluate = loop.evaluate_bleu
+  monkeypatch.setattr(loop, 'evaluate_bleu', lambda *a: (os.kill(os.getpid(), signal.SIGTERM), evaluate(*a))[1])
+  previous = cli.stop_on_signals()  # as every command runs
+  try:
+    with pytest.raises(Stopped) as e:
+      train_and_evaluate(tiny_config(corpus, compile_cache), workdir)
+  finally:
+    for signum, handler in previous.items():
+      signal.signal(signum, handler)
+  assert e.value.exit_status == 143 and str(e.value).startswith('stopped by SIGTERM: ')
+  assert not os.path.exists(os.path.join(workdir, 'test_results.json'))
+  monkeypatch.setattr(loop, 'evaluate_bleu', evaluate)
+  assert train_and_evaluate(tiny_config(corpus, compile_cache), workdir)['step'] == 8
+  assert os.path.exists(os.path.join(workdir, 'test_results.json'))
+
+
 def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, trained_run, capsys, caplog):
   workdir = str(tmp_path / 'copy')
   shutil.copytree(trained_run, workdir)
