@@ -52,6 +52,9 @@ class Rule:
     return f'0 ({self.zero}) or {rule}' if self.zero else rule
 
 
+BATCH_RULE = Rule(1, MAX_ROWS)  # sentences per decoding batch: --batch_size and the Translator's batch_size
+
+
 def number_text(x: float) -> str:
   """A bound as a user reads it: 256, not 256.0."""
   return str(int(x)) if float(x).is_integer() else f'{x:g}'

@@ -29,7 +29,7 @@ from nat_jax.errors import ConfigError, NatJaxError, Stopped, setup_logging
 from nat_jax.files import TMP_SUFFIX
 from nat_jax.recipes import load_recipe, recipe_path
 from nat_jax.run.workdir import Run, load_run
-from nat_jax.settings import MAX_ROWS, Rule
+from nat_jax.settings import BATCH_RULE, MAX_ROWS, Rule  # noqa: F401 (MAX_ROWS: the commands read cli.MAX_ROWS)
 
 
 def quiet_logs():
@@ -206,10 +206,10 @@ class Flag:
           if number is None or not self.rule.holds(number):
             return f'--{self.name}={",".join(value)}: {item!r} is not {self.requirement().split("each ", 1)[1]}.'
         elif self.choices and not self.rule.holds(item):
-          return f'--{self.name}={",".join(value)}: {item!r} is not one of {", ".join(self.choices)}.'
+          return f'--{self.name}={",".join(value)}: {item!r} is not {self.rule.says()}.'
       return None
     if self.kind == 'str' and self.choices and not self.rule.holds(value):
-      return f'--{self.name}={value}: must be one of {", ".join(self.choices)}.'
+      return f'--{self.name}={value}: must be {self.rule.says()}.'
     if self.kind == 'str' and self.path:
       return path_problem(self.name, value, self.path)
     return None
@@ -333,7 +333,7 @@ def average_flag() -> Flag:
 
 
 def batch_size_flag() -> Flag:
-  return Flag('batch_size', 'int', 64, 'Sentences per decoding batch.', low=1, high=MAX_ROWS)
+  return Flag('batch_size', 'int', 64, 'Sentences per decoding batch.', low=BATCH_RULE.low, high=BATCH_RULE.high)
 
 
 # --- parsing -------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ from nat_jax.decode import DECODERS, Options
 from nat_jax.decode.options import names_files
 from nat_jax.errors import ConfigError, log
 from nat_jax.run import compiled
-from nat_jax.run.translator import Translation, Translator, clean_text
+from nat_jax.run.translator import Translation, Translator
 from nat_jax.settings import MAX_ROWS, check_settings, setting
 
 LANGUAGE_NAMES = {'en': 'English', 'de': 'German', 'fr': 'French', 'es': 'Spanish', 'it': 'Italian', 'ro': 'Romanian',
@@ -338,9 +338,9 @@ class BadRequest(Exception):
 def text_list(value: Any, field: str) -> tuple[list[str], bool]:
   """(texts, given as one string) of a request field holding a string or a list of strings."""
   if isinstance(value, str):
-    return [clean_text(value)], True
+    return [value], True
   if isinstance(value, list) and all(isinstance(t, str) for t in value):
-    return [clean_text(t) for t in value], False
+    return list(value), False
   raise BadRequest(400, f'{field!r}: expected a string or a list of strings.')
 
 
@@ -352,10 +352,11 @@ class Service:
     self.metrics = Metrics()
     self.model = os.path.basename(os.path.normpath(translator.workdir)) if translator.workdir else ''
     allowed = set(config.allowed_decoders) | {translator.decoder}
-    for name in sorted(allowed):
-      translator.decoder_for(name)  # an unknown or unfitting decoder fails at start, not per request
     self.allowed = sorted(allowed)
-    self.built = {translator.resolve(name) for name in self.allowed}  # (decoder, options): at most max_decoders
+    self.built = set()  # (decoder, typed options) built for requests: at most max_decoders
+    for name in self.allowed:
+      self.built.add(translator.resolve(name))
+      translator.decoder_for(name)  # an unknown or unfitting decoder fails at start, not per request
     if len(self.built) > config.max_decoders:
       raise ConfigError(f'--max_decoders={config.max_decoders}: the {len(self.built)} decoders served by default '
                         '(--decoder and --allowed_decoders) are more than that; raise it.')

@@ -34,7 +34,7 @@ from nat_jax.run import compiled
 from nat_jax.run.resources import Resources
 from nat_jax.run.translation import on_run_devices, source_lengths, translate_texts
 from nat_jax.run.workdir import Run, load_run
-from nat_jax.settings import MAX_ROWS, Rule
+from nat_jax.settings import BATCH_RULE
 from nat_jax.views import LeftToRightScorer
 
 
@@ -43,9 +43,6 @@ class Translation:
   """One sentence's translation and what its decoder reports about it (steps, passes, score, ...)."""
   text: str
   stats: dict[str, float]
-
-
-BATCH_RULE = Rule(1, MAX_ROWS)  # the rule of every command's --batch_size (nat_jax.commands.cli.batch_size_flag)
 
 
 def check_batch_size(batch_size):

@@ -9,7 +9,7 @@ import math
 import os
 import sys
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -80,11 +80,21 @@ def evaluate_bleu(run, decode_fn, examples, rows: int) -> tuple[dict[str, Any], 
   return score_translations(hyps, examples), hyps
 
 
-def training_batches(config, examples, tokenizer, shapes, method=None,
-                     row_multiple: int = 1) -> tuple[TrainBatches, str]:
+def check_raw_prob(config):
+  """ConfigError when data.raw_prob mixes raw references into distilled targets that data.distill_dir does
+  not name."""
+  raw_prob = config.data.get('raw_prob', 0.0)
+  if raw_prob and not config.data.get('distill_dir', ''):
+    raise ConfigError(f'data.raw_prob={raw_prob} mixes raw references into distilled targets, but '
+                      'data.distill_dir is empty; set it to a directory written by nat_jax.distill.')
+
+
+def training_batches(config, examples, tokenizer, shapes, method=None, row_multiple: int = 1,
+                     teacher: Optional[Sequence[str]] = None) -> tuple[TrainBatches, str]:
   """The training batches (raw references, or the teacher translations of data.distill_dir mixed
   with raw references at data.raw_prob; bucketed, or packed when the method packs: data.pack > 0)
-  and a one-line description for the log."""
+  and a one-line description for the log. `teacher`: data.distill_dir's translations of `examples`,
+  when already read (check_before_writing)."""
   distill_dir, raw_prob = config.data.get('distill_dir', ''), config.data.get('raw_prob', 0.0)
   where = (jax.process_index(), jax.process_count())
 
@@ -94,14 +104,12 @@ def training_batches(config, examples, tokenizer, shapes, method=None,
     return PackedTrainBatches(pairs, packed_shape(config.max_len, config.tokens_per_batch, row_multiple), config.seed,
                               method.max_segments, method.slot_multiple, *where, **raw)
 
+  check_raw_prob(config)
   if not distill_dir:
-    if raw_prob:
-      raise ConfigError(f'data.raw_prob={raw_prob} mixes raw references into distilled targets, but '
-                        'data.distill_dir is empty; set it to a directory written by nat_jax.distill.')
     pairs, dropped = encode_pairs(examples, tokenizer, config.max_len)
     return (batches(pairs),
             f'{len(pairs)} training pairs ({dropped} longer than max_len={config.max_len} dropped)')
-  teacher = read_teacher_translations(distill_dir, 'train', examples)
+  teacher = read_teacher_translations(distill_dir, 'train', examples) if teacher is None else teacher
   pairs, raw_targets, counts = distilled_pairs(examples, teacher, tokenizer, config.max_len)
   if not pairs:
     raise ConfigError(f'No distilled training pair fits max_len={config.max_len}.')
@@ -111,20 +119,23 @@ def training_batches(config, examples, tokenizer, shapes, method=None,
                    f'reference; {counts["dropped"]} longer than max_len={config.max_len} dropped)')
 
 
-def check_before_writing(config) -> dict[str, list]:
+def check_before_writing(config) -> tuple[dict[str, list], Optional[list[str]]]:
   """Everything about `config` that can be refused without training a tokenizer, checked before the run
   directory is touched (a refused setting must not reach an existing run's config.json): the data (source, pair,
-  files), the mesh, the distilled targets of data.distill_dir, the runs named by init_from / tokenizer_from.
-  Returns the splits' examples."""
+  files), the mesh, the distilled targets of data.distill_dir (and data.raw_prob), the runs named by init_from /
+  tokenizer_from. Returns the splits' examples and the teacher translations of the train split (None without
+  data.distill_dir), read once."""
   splits = load_splits(config)
   sharding.make_mesh(config.mesh.model_parallel)
+  check_raw_prob(config)
+  teacher = None
   if config.data.get('distill_dir', ''):
-    read_teacher_translations(config.data.distill_dir, 'train', splits['train'])
+    teacher = read_teacher_translations(config.data.distill_dir, 'train', splits['train'])
   for key in ('init_from', 'tokenizer_from'):
     if config.get(key) and not has_tokenizer(config[key]):
       raise ConfigError(f'{key}={config[key]!r} holds no tokenizer ({TOKENIZER_FILE} or {VOCABULARY_FILE}): is it '
                         'the workdir of a trained or converted run?')
-  return splits
+  return splits, teacher
 
 
 def adopt_tokenizer(key: str, source_run: str, workdir: str):
@@ -282,16 +293,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
   validate_config(config)
   check_fits(config)
   check_same_model(workdir, config)
-  splits = check_before_writing(config)
+  splits, teacher = check_before_writing(config)
   setup_compilation_cache(config.compilation_cache_dir)
   os.makedirs(workdir, exist_ok=True)
   lead = jax.process_index() == 0
   with exclusive(os.path.join(workdir, LOCK_FILE), f'--workdir={workdir}', 'a training') if lead \
       else contextlib.nullcontext():
-    return train_in(config, workdir, lead, splits)
+    return train_in(config, workdir, lead, splits, teacher)
 
 
-def train_in(config: ml_collections.ConfigDict, workdir: str, lead: bool, splits: dict):
+def train_in(config: ml_collections.ConfigDict, workdir: str, lead: bool, splits: dict,
+             teacher: Optional[list[str]]):
   """train_and_evaluate once the config is checked and the workdir is this process's."""
   if lead:
     write_config(workdir, config)
@@ -304,7 +316,7 @@ def train_in(config: ml_collections.ConfigDict, workdir: str, lead: bool, splits
   mesh = sharding.make_mesh(config.mesh.model_parallel)
   row_multiple = int(np.lcm(mesh.shape['data'], jax.process_count()))
   shapes = bucket_shapes(config.max_len, config.tokens_per_batch, config.num_buckets, row_multiple=row_multiple)
-  batches, described = training_batches(config, splits['train'], tokenizer, shapes, method, row_multiple)
+  batches, described = training_batches(config, splits['train'], tokenizer, shapes, method, row_multiple, teacher)
   val_pairs, _ = encode_pairs(splits['validation'], tokenizer, config.max_len)
   val_batches = TrainBatches(val_pairs, shapes, config.seed, jax.process_index(), jax.process_count())
   if lead:
