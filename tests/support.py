@@ -215,6 +215,13 @@ def run_decoder(method, params, src, name, **options):
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def xla_flags(devices: int = 0) -> str:
+  """XLA_FLAGS for a process the test starts: the test run's own (tests/conftest.py: cheap compiles), with
+  `devices` fake CPU devices (0: JAX's one)."""
+  kept = [f for f in os.environ.get('XLA_FLAGS', '').split() if not f.startswith('--xla_force_host_platform_device')]
+  return ' '.join(kept + ([f'--xla_force_host_platform_device_count={devices}'] if devices else []))
+
+
 THREE_LINES = b'In the beginning God created the heavens and the earth.\nAnd God said.\nThe end.\n'
 
 

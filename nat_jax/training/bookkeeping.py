@@ -22,9 +22,12 @@ PREEMPTED_EXIT = 143  # exit status after SIGTERM saved a checkpoint (128 + 15, 
 
 
 def setup_compilation_cache(path: str):
+  """JAX's persistent compilation cache in `path` ('' leaves JAX's own setting), for programs that take at
+  least a second to compile unless JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS in the environment says otherwise."""
   if path:
     jax.config.update('jax_compilation_cache_dir', os.path.expanduser(path))
-    jax.config.update('jax_persistent_cache_min_compile_time_secs', 1.0)
+    if 'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS' not in os.environ:
+      jax.config.update('jax_persistent_cache_min_compile_time_secs', 1.0)
 
 
 class CpuClock:

@@ -20,7 +20,7 @@ import pytest
 from nat_jax import decode
 from nat_jax.aot import analysis, programs, report, targets
 from nat_jax.decode import dag_beam
-from tests.support import REPO, tiny_config
+from tests.support import REPO, tiny_config, xla_flags
 
 CORPUS = {'train': '', 'validation': '', 'test': ''}  # compiling reads no data
 METHODS = {  # tiny configs of every method, each with the decoders its recipes use
@@ -197,7 +197,7 @@ def test_decoding_on_four_devices_equals_one(everything):
   """Rows split over 4 fake CPU devices decode exactly as on one device (every decoder of every method in
   the slow run; one or two decoders of each method by default), and each device does a quarter of the
   arithmetic (tests/integration/multidevice_decode.py)."""
-  env = {**ENV, 'XLA_FLAGS': '--xla_force_host_platform_device_count=4'}
+  env = {**ENV, 'XLA_FLAGS': xla_flags(devices=4)}
   command = [sys.executable, '-m', 'tests.integration.multidevice_decode', *(['all'] if everything else [])]
   out = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
   assert out.returncode == 0 and 'ALL-EQUAL' in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]

@@ -4,7 +4,7 @@ import socket
 import subprocess
 import sys
 
-from tests.support import REPO, config_flags_for, tiny_config
+from tests.support import REPO, config_flags_for, tiny_config, xla_flags
 
 
 def free_port() -> int:
@@ -17,7 +17,7 @@ def test_two_process_training(tmp_path, corpus, compile_cache):
   workdir = tmp_path / 'run'
   config = tiny_config(corpus, compile_cache, total_steps=4, eval_every=4, checkpoint_every=2)
   port = free_port()
-  env = {**os.environ, 'JAX_PLATFORMS': 'cpu', 'XLA_FLAGS': ''}
+  env = {**os.environ, 'JAX_PLATFORMS': 'cpu', 'XLA_FLAGS': xla_flags()}
   procs = [subprocess.Popen(
       [sys.executable, '-m', 'nat_jax.train', '--config=configs/at_bible_tiny.py', f'--workdir={workdir}',
        f'--coordinator_address=localhost:{port}', '--num_processes=2', f'--process_id={i}',

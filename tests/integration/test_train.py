@@ -17,7 +17,7 @@ from nat_jax.run import checkpoint
 from nat_jax.run.workdir import load_run
 from nat_jax.training.bookkeeping import PREEMPTED_EXIT, CpuClock, MetricsLog
 from nat_jax.training.loop import train_and_evaluate
-from tests.support import REPO, config_flags_for, tensorboard_scalars, tiny_config
+from tests.support import REPO, config_flags_for, tensorboard_scalars, tiny_config, xla_flags
 
 
 def final_params(workdir):
@@ -180,7 +180,6 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
 
 SHARDED_SCRIPT = textwrap.dedent('''
     import os
-    os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=8'
     os.environ['JAX_PLATFORMS'] = 'cpu'
     import jax, jax.numpy as jnp, numpy as np
     from jax.sharding import Mesh
@@ -230,7 +229,7 @@ SHARDED_SCRIPT = textwrap.dedent('''
 
 def test_sharded_step_on_8_devices_equals_one_device():
   result = subprocess.run([sys.executable, '-c', SHARDED_SCRIPT], cwd=REPO, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, env={**os.environ, 'XLA_FLAGS': xla_flags(devices=8)})
   assert result.returncode == 0 and 'SHARDED-OK' in result.stdout, result.stdout[-2000:] + result.stderr[-4000:]
 
 
