@@ -76,7 +76,8 @@ class Meter:
         return
       self.now.launches += 1
       words = [str(arg) for arg in (args if isinstance(args, (list, tuple)) else [args])]
-      self.now.trainings += 'nat_jax.train' in words or any(w.endswith('accelerator_suite.sh') for w in words)
+      self.now.trainings += ('nat_jax.train' in words and '--help' not in words) or any(
+          w.endswith('accelerator_suite.sh') for w in words)
 
     def counted_run(loop, *a, **k):
       self.now.trainings += 1

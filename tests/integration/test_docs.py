@@ -1,9 +1,11 @@
 """The documentation: the site builds with warnings as errors (every link and anchor resolves), its generated
-pages are current, the README stays short and links only to what exists, no file names a document the
-repository does not hold, the code cites no lab-note section, every decoder documents itself, and a command
-on a CPU machine prints no accelerator-probing noise. The slow half renders the site in a real browser."""
+pages are current, the test durations table names every test module, the README stays short and links only to
+what exists, no file names a document the repository does not hold, the code cites no lab-note section, every
+decoder documents itself, and a command on a CPU machine prints no accelerator-probing noise. The slow half
+renders the site in a real browser."""
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib.util
 import json
@@ -58,6 +60,27 @@ def anchors(path: str) -> set[str]:
 
 def test_generated_pages_are_current():
   assert generator().stale() == [], 'regenerate them: python docs/generate.py'
+
+
+def test_the_durations_table_lists_every_test_module():
+  """tests/durations.txt is regenerated when the suite's shape changes: it names every test module of the
+  default run (not those whose every test is marked slow) and no module that is gone."""
+  with open(os.path.join(REPO, 'tests', 'durations.txt'), encoding='utf-8') as f:
+    lines = f.read().splitlines()
+  assert lines[0] == '# Regenerate: python -m pytest -q --durations-table=tests/durations.txt (see tests/durations.py)'
+  listed = {line.split(None, 5)[5].split('::')[0] for line in lines if '::' in line}  # seconds ... kind test
+  modules = {p for p in repository_files(('.py',)) if re.fullmatch(r'tests/(unit|integration)/test_\w+\.py', p)}
+  default = {p for p in modules if not only_slow_tests(os.path.join(REPO, p))}
+  assert listed == default, ('regenerate it: python -m pytest -q --durations-table=tests/durations.txt',
+                             sorted(default - listed), sorted(listed - default))
+
+
+def only_slow_tests(path: str) -> bool:
+  """Whether every test function of the module is marked @pytest.mark.slow."""
+  with open(path, encoding='utf-8') as f:
+    tree = ast.parse(f.read())
+  tests = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith('test_')]
+  return bool(tests) and all(any(ast.unparse(d) == 'pytest.mark.slow' for d in t.decorator_list) for t in tests)
 
 
 def test_site_builds_with_warnings_as_errors(tmp_path):
