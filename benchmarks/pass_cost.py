@@ -38,6 +38,7 @@ from nat_jax.commands import cli
 from nat_jax.core.reduce import argmax
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
+from nat_jax.kernels import onednn
 from nat_jax.metrics.timing import alternated, machine
 from nat_jax.views import LeftToRightScorer
 
@@ -138,7 +139,8 @@ def main(_):
         results += [{'size': size, 'variant': name, 'dtype': dtype, 'positions': k, 'ms': 1e3 * med[name, dtype, k],
                      'greedy_steps': med[name, dtype, k] / step} for k in positions]
     if FLAGS.json:
-      write_atomic(FLAGS.json, json.dumps({'machine': machine(), 'batch': FLAGS.batch, 'command': 'python -m '
+      write_atomic(FLAGS.json, json.dumps({'machine': machine(), 'int8_product': onednn.resolve('auto'),
+                                           'batch': FLAGS.batch, 'command': 'python -m '
                                            'benchmarks.pass_cost ' + ' '.join(sys.argv[1:]), 'rows': results},
                                           indent=1) + '\n')
     if FLAGS.profile:

@@ -34,11 +34,20 @@ row once each (the order reversed every other pass); reported: median ms per cal
 the row's speed over AT greedy computed within each pass: median (min-max over passes). The encoder
 alone is timed too, so that "ms per pass" (drafted) and "ms per step" (greedy) exclude it: their
 ratio is what one verification pass costs in greedy steps.
+
+Precisions (--dtypes): int8 rows decode with the int8 product load_run picks ('int8': the packed oneDNN
+kernel where it runs, nat_jax.kernels.onednn), 'int8/xla' with XLA's int8 dot. CTranslate2 decodes in a
+process of its own (spawned, fed each batch through a pipe: about 0.1 ms a call), so that JAX's threads
+in this one never compete with its own. The floor row: the time this core takes to read the int8 weight
+bytes one decoder step reads (every decoder matrix but cross-attention's keys and values, which are read
+once per sentence, and the output projection), measured in the same passes (benchmarks.int8_product's
+read loop); each int8 AT greedy row's step is reported against it.
 """
 from __future__ import annotations
 
 import functools
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -50,6 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
+from benchmarks.read_floor import read_once
 from benchmarks.sized_models import (
   SIZES,
   VOCAB,
@@ -67,6 +77,7 @@ from nat_jax.data import load_or_train_tokenizer, load_split
 from nat_jax.data.tokenizer import TOKENIZER_FILE
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
+from nat_jax.kernels import onednn
 from nat_jax.metrics.timing import alternated, machine, timed
 from nat_jax.run.translation import encode_sources
 from nat_jax.views import LeftToRightScorer
@@ -80,7 +91,8 @@ flags.DEFINE_float('acceptance', 1.43, 'Tokens per pass of the imperfect free dr
                    'the tiny runs, docs/lab-notes/2026-11-24-drafted.md).')
 flags.DEFINE_list('rows', [], 'Only these rows (labels of ROWS; default: all).')
 flags.DEFINE_list('dtypes', ['float32', 'int8'], "Precisions of our rows: each row again in each (labelled ' int8' "
-                  '...; weights quantized as load_run does); speed is always over float32 AT greedy.')
+                  "...; weights quantized as load_run does; 'int8/xla': XLA's int8 dot, where 'int8' takes the "
+                  'oneDNN kernel if it runs); speed is always over float32 AT greedy.')
 flags.DEFINE_boolean('ct2', True, 'Add CTranslate2 rows (the ct2 extra): float32 and int8, 1 thread and every core.')
 flags.DEFINE_string('tokenizer', '', 'A 4,000-piece spm.model (default: train one on the Bible training split).')
 flags.DEFINE_string('json', '', 'Also write the results here (JSON).')
@@ -104,17 +116,67 @@ ROWS = [
      'acceptance'),
 ]
 ENCODER = 'AT encoder alone'  # timed beside the rows: what "ms per pass / step" leave out
+FLOOR = 'floor: one read of the int8 weights a decoder step reads'
+FLOOR_LOOP = 32  # reads per timed floor call
 CT2_ROWS = [(q, t) for q in ('float32', 'int8') for t in (1, 0)]  # threads 0: every core
 
 def ct2_fn(method, config, params, tokenizer, quantization: str, threads: int, out_len: int, scratch: str):
-  """fn(params, src, draft) -> DecodeOutput of the AT exported to CTranslate2 (`threads` 0: every core)."""
-  from nat_jax.deploy.ct2 import ct2_decode_fn, export_ctranslate2
+  """fn(params, src, draft) -> DecodeOutput of the AT exported to CTranslate2 (`threads` 0: every core),
+  decoding in a process of its own."""
+  from nat_jax.deploy.ct2 import export_ctranslate2
   model_dir = os.path.join(scratch, f'ct2_{config.model.d_model}_{quantization}')
   if not os.path.isdir(model_dir):
     run = types.SimpleNamespace(config=config, method=method, params=params, tokenizer=tokenizer, meta=[])
     export_ctranslate2(run, model_dir, quantization)
-  fn = ct2_decode_fn(model_dir, intra_threads=threads or os.cpu_count() or 1, max_len=out_len)
-  return lambda params_, src, tokens: fn(None, np.asarray(src))
+  peer = ProcessPeer(model_dir, threads or os.cpu_count() or 1, out_len)
+  return lambda params_, src, tokens: peer(np.asarray(src))
+
+
+class ProcessPeer:
+  """A CTranslate2 decoder in a spawned process: call(src) -> its DecodeOutput (an error there is raised here)."""
+
+  def __init__(self, model_dir: str, threads: int, max_len: int):
+    context = multiprocessing.get_context('spawn')
+    self.conn, child = context.Pipe()
+    self.process = context.Process(target=serve_peer, args=(child, model_dir, threads, max_len), daemon=True)
+    self.process.start()
+
+  def __call__(self, src: np.ndarray):
+    self.conn.send(src)
+    out = self.conn.recv()
+    if isinstance(out, BaseException):
+      raise out
+    return out
+
+
+def serve_peer(conn, model_dir: str, threads: int, max_len: int):
+  """The peer process: decode every batch received until the pipe closes."""
+  from nat_jax.deploy.ct2 import ct2_decode_fn
+  fn = ct2_decode_fn(model_dir, intra_threads=threads, max_len=max_len)
+  while True:
+    try:
+      src = conn.recv()
+    except EOFError:
+      return
+    try:
+      conn.send(jax.tree_util.tree_map(np.asarray, fn(None, src)))
+    except Exception as e:  # noqa: BLE001 (sent back, raised in the benchmark)
+      conn.send(RuntimeError(f'CTranslate2 peer: {type(e).__name__}: {e}'))
+
+
+def step_bytes(params) -> int:
+  """Bytes of the int8 weights one decoder step reads: every decoder matrix but cross-attention's keys and
+  values (once per sentence), and the output projection (the embedding table)."""
+  total = 0
+  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    keys = [str(getattr(p, 'key', p)) for p in path]
+    if leaf.dtype not in (jnp.int8, jnp.uint8) or keys[-1] == 'embedding_packed':
+      continue
+    decoder = any(k.startswith('decoder') for k in keys) and not (
+        'cross_attention' in keys and ('key' in keys or 'value' in keys))
+    if decoder or keys[-1] == 'embedding':
+      total += leaf.size
+  return total
 
 
 def measure_size(size: int, seqs, tokenizer, scratch: str) -> list[dict[str, Any]]:
@@ -132,6 +194,10 @@ def measure_size(size: int, seqs, tokenizer, scratch: str) -> list[dict[str, Any
   fns = {label + suffix(dtype): (decoder_fn(built[recipe, dtype][1], name, options, draft, FLAGS.out_len),
                                  built[recipe, dtype][2], draft, dtype)
          for dtype in FLAGS.dtypes for label, recipe, name, options, draft in rows}
+  floor = None
+  if any(d.startswith('int8') for d in FLAGS.dtypes):  # the int8 XLA layout holds each matrix in k x n bytes
+    floor_bytes = step_bytes(in_dtype(built['at_bible_tiny', 'float32'][0], at_params, 'int8/xla')[1])
+    floor = read_once(floor_bytes, FLOOR_LOOP)
   encoders = {ENCODER + suffix(dtype): (built['at_bible_tiny', dtype][2], jax.jit(
       lambda p, src, m=built['at_bible_tiny', dtype][1]: decode.method_view(m, LeftToRightScorer, 'size_sweep')(
           p).encode(src))) for dtype in FLAGS.dtypes}
@@ -157,9 +223,18 @@ def measure_size(size: int, seqs, tokenizer, scratch: str) -> list[dict[str, Any
     calls = {label: functools.partial(fn, params, src, drafts[dtype][draft])
              for label, (fn, params, draft, dtype) in fns.items()}
     calls.update({label: functools.partial(fn, params, src) for label, (params, fn) in encoders.items()})
+    for label in encoders:
+      timed(calls[label])  # compiled before the timed passes, as every row is
+    if floor:
+      calls[FLOOR] = floor
+      floor()
     times = alternated(calls, FLAGS.passes)
     base = times['AT greedy']
     step_ms = 1e3 * (float(np.median(base)) - float(np.median(times[ENCODER]))) / steps_of(outs['AT greedy'])
+    if floor:
+      floor_ms = 1e3 * float(np.median(times[FLOOR])) / FLOOR_LOOP
+      results.append({'size': size, 'batch': batch, 'row': FLOOR, 'ms_per_step': floor_ms, 'bytes': floor_bytes})
+      print(f'| {size} | {batch} | {FLOOR} | {floor_ms:.3f} ms per step ({floor_bytes / 1e6:.1f} MB) |', flush=True)
     for label, (_, _, draft, dtype) in fns.items():
       t = times[label]
       ratio = base / t
@@ -169,6 +244,9 @@ def measure_size(size: int, seqs, tokenizer, scratch: str) -> list[dict[str, Any
              'sentences_per_s': batch / float(np.median(t)), 'speed_vs_at_greedy': float(np.median(ratio)),
              'speed_min': float(ratio.min()), 'speed_max': float(ratio.max()), 'steps': steps_of(outs[label]),
              'source_width': int(src.shape[1]), 'encoder_ms': 1e3 * t_enc}
+      if label.startswith('AT greedy int8') and floor:
+        row['ms_per_step'] = 1e3 * (float(np.median(t)) - t_enc) / row['steps']
+        row['step_vs_floor'] = row['ms_per_step'] / floor_ms
       if 'iterations' in aux and draft is not None:
         passes = float(np.max(np.asarray(aux['passes'])))
         row['passes'] = passes
@@ -180,7 +258,7 @@ def measure_size(size: int, seqs, tokenizer, scratch: str) -> list[dict[str, Any
 
 
 def format_row(r: dict) -> str:
-  extra = ''
+  extra = f" | step {r['ms_per_step']:.3f} ms = {r['step_vs_floor']:.2f}x the floor" if 'step_vs_floor' in r else ''
   if 'passes' in r:
     extra = f" | {r['tokens_per_pass']:.2f} tokens/pass, pass = {r['pass_in_greedy_steps']:.2f} greedy steps"
   return (f"| {r['size']} | {r['batch']} | {r['row']} | {r['ms']:.2f} | {r['sentences_per_s']:.1f} | "
@@ -213,8 +291,9 @@ def main(_):
     for size in sizes:
       results += measure_size(size, seqs, tokenizer, scratch)
       if FLAGS.json:
-        write_atomic(FLAGS.json, json.dumps({'machine': machine(), 'command': 'python -m benchmarks.size_sweep '
-                                             + ' '.join(sys.argv[1:]), 'out_len': FLAGS.out_len,
+        write_atomic(FLAGS.json, json.dumps({'machine': machine(), 'int8_product': onednn.resolve('auto'),
+                                             'command': 'python -m benchmarks.size_sweep ' + ' '.join(sys.argv[1:]),
+                                             'out_len': FLAGS.out_len,
                                              'acceptance': FLAGS.acceptance, 'rows': results}, indent=1) + '\n')
   print(f'\nmachine: {machine()}')
 

@@ -17,6 +17,7 @@ from nat_jax import decode, recipes
 from nat_jax.core.tokens import EOS_ID, MASK_ID
 from nat_jax.decode.drafted import drafted_decode
 from nat_jax.errors import ConfigError
+from nat_jax.kernels import onednn
 from nat_jax.methods import get_method
 from nat_jax.run.workdir import inference_params
 from nat_jax.views import LeftToRightScorer
@@ -52,10 +53,14 @@ def random_params(method, seed: int):
 
 def in_dtype(config, params, dtype: str):
   """(method, params) of the float model `config` / `params` decoding in `dtype` ('float32' as it is;
-  'int8': quantized as load_run does for a trained run)."""
+  'int8': quantized as load_run does for a trained run, its products by the kernel where it runs
+  (nat_jax.kernels.onednn.resolve('auto')); 'int8/xla', 'int8/onednn': by that product)."""
   params = nn.meta.unbox(params)
   config = ml_collections.ConfigDict(config.to_dict())
+  dtype, _, product = dtype.partition('/')
   config.model.dtype = dtype
+  if dtype == 'int8':
+    config.model.int8_kernel = onednn.resolve(product or 'auto')
   method = get_method(config, VOCAB)
   return method, (params if dtype == 'float32' else inference_params(method, params, dtype))
 

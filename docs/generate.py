@@ -279,10 +279,14 @@ def sweep_table(doc: dict, labels: Optional[list[str]] = None) -> str:
         row.append('-')
       elif label == 'AT greedy':
         row.append(f"{r['ms']:.1f} ms ({r['sentences_per_s']:.0f} sentences/s)")
+      elif 'speed_vs_at_greedy' not in r:  # the floor: one read of a step's int8 weights
+        row.append(f"{r['ms_per_step']:.3f} ms per step ({r['bytes'] / 1e6:.1f} MB)")
       else:
         text = ratio(r['speed_vs_at_greedy'], r.get('speed_min'), r.get('speed_max'))
         if 'pass_in_greedy_steps' in r:
           text += f", a pass = {r['pass_in_greedy_steps']:.2f} steps"
+        if 'step_vs_floor' in r:
+          text += f", a step = {r['step_vs_floor']:.1f}x the floor"
         row.append(text)
     body.append(row)
   header = ['row'] + [f'd={d}, batch {b}' for d, b in SWEEP_COLUMNS]

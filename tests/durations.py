@@ -16,7 +16,6 @@ import collections
 import dataclasses
 import datetime
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -97,14 +96,6 @@ def started_by_a_test() -> bool:
   return False
 
 
-def cpu_model() -> str:
-  try:
-    with open('/proc/cpuinfo') as f:
-      return next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
-  except (OSError, StopIteration):
-    return platform.processor() or platform.machine()
-
-
 class Table:
   """The controller's (or the only process's) collection of every test's cost, written at the end."""
 
@@ -126,6 +117,7 @@ class Table:
     total = Cost()
     for c in totals.values():
       total.add(c)
+    from nat_jax.metrics.timing import cpu_model  # at the end of the run: the plugin loads before JAX is set up
     lines = [f'# Regenerate: python -m pytest -q --durations-table={self.path} (see tests/durations.py)',
              f'# {datetime.date.today()}, {cpu_model()}, {os.cpu_count()} cores, '
              f'{workers} worker(s); {len(rows)} tests, {wall:.0f} s of wall time, {total.seconds:.0f} s of tests',

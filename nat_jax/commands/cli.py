@@ -27,6 +27,7 @@ from nat_jax import hugepages
 from nat_jax.commands.names import command_names
 from nat_jax.errors import ConfigError, NatJaxError, Stopped, setup_logging
 from nat_jax.files import TMP_SUFFIX
+from nat_jax.kernels import onednn
 from nat_jax.recipes import load_recipe, recipe_path
 from nat_jax.run.workdir import Run, load_run
 from nat_jax.settings import BATCH_RULE, MAX_ROWS, Rule  # noqa: F401 (MAX_ROWS: the commands read cli.MAX_ROWS)
@@ -332,6 +333,12 @@ def average_flag() -> Flag:
   return Flag('average', 'int', 1, 'Average the parameters of this many checkpoints.', low=1, high=1000)
 
 
+def int8_kernel_flag() -> Flag:
+  return Flag('int8_kernel', 'enum', 'auto', "The int8 matrix product of --dtype=int8: auto (the packed oneDNN "
+              "kernel on x86-64 CPUs with VNNI, else XLA's int8 dot), onednn (the kernel, or an error saying why it "
+              "cannot run), xla (XLA's dot). Both give the same results.", choices=onednn.CHOICES)
+
+
 def batch_size_flag() -> Flag:
   return Flag('batch_size', 'int', 64, 'Sentences per decoding batch.', low=BATCH_RULE.low, high=BATCH_RULE.high)
 
@@ -412,8 +419,8 @@ def split_decoder_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
 
 # --- checks --------------------------------------------------------------------------------------
 def cli_prologue(workdir: str, which: str, average: int, prepare: Callable[[Run], Any],
-                 dtype: str = 'float32') -> tuple[Run, Any]:
+                 dtype: str = 'float32', int8_kernel: str = 'auto') -> tuple[Run, Any]:
   """Shared start of translate/distill/ddgviz/dagviz (their flags already checked): the run, and
   `prepare(run)` (decoders etc.); errors are raised for `run_command` to print."""
-  run = load_run(workdir, which, average, dtype)
+  run = load_run(workdir, which, average, dtype, int8_kernel)
   return run, prepare(run)

@@ -24,6 +24,7 @@ MEASUREMENT_FLAGS = (
              low=1, zero='no latency pass'),
     cli.Flag('batch1_runs', 'int', 3, 'Passes over the latency sentences at batch 1.', low=1, high=1000),
     cli.Flag('dtype', 'enum', 'float32', 'Inference precision of entries without @dtype.', choices=INFERENCE_DTYPES),
+    cli.int8_kernel_flag(),
     cli.checkpoint_flag(),
     cli.average_flag(),
 )
@@ -37,7 +38,7 @@ def run_from_flags(make_entries: Callable[[], list[Entry]], baseline: str | None
   report, hyps = benchmark(entries, baseline=baseline, batch_sizes=batch_sizes,
                            split=FLAGS.split, max_sentences=FLAGS.max_sentences,
                            latency_sentences=FLAGS.latency_sentences, batch1_runs=FLAGS.batch1_runs,
-                           which=FLAGS.checkpoint, average=FLAGS.average,
+                           which=FLAGS.checkpoint, average=FLAGS.average, int8_kernel=FLAGS.int8_kernel,
                            log=lambda msg: print(msg, file=sys.stderr, flush=True))
   print(write_report(report, hyps, out))
   print(f'wrote {out}/results.json, results.md, pareto.png and outputs/')

@@ -47,6 +47,7 @@ COMMAND_FLAGS = (
     cli.checkpoint_flag(),
     cli.average_flag(),
     cli.Flag('dtype', 'enum', 'float32', 'Inference precision.', choices=INFERENCE_DTYPES),
+    cli.int8_kernel_flag(),
     cli.Flag('http', 'enum', 'auto', "uvicorn's HTTP parser and event loop: auto (httptools and uvloop, installed "
              'with nat_jax; h11 and asyncio where they are missing), fast (httptools and uvloop, required), or '
              'pure (h11 and asyncio, pure Python).', choices=('auto', 'fast', 'pure')),
@@ -72,7 +73,8 @@ def main(argv, decoder_options: dict[str, str]):
   config = cli.settings_from_flags(ServeConfig, api_key=read_api_key(FLAGS.api_key_file) if FLAGS.api_key_file
                                    else None)
   translator = Translator(FLAGS.workdir, FLAGS.decoder, batch_size=FLAGS.max_batch, average=FLAGS.average,
-                          checkpoint=FLAGS.checkpoint, dtype=FLAGS.dtype, **decoder_options)
+                          checkpoint=FLAGS.checkpoint, dtype=FLAGS.dtype, int8_kernel=FLAGS.int8_kernel,
+                          **decoder_options)
   service = Service(translator, config)
   if FLAGS.host not in ('127.0.0.1', 'localhost', '::1') and config.api_key is None:
     log.warning('listening on %s without --api_key_file: anyone who reaches this port can use the server.',

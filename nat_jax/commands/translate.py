@@ -65,6 +65,7 @@ COMMAND_FLAGS = (
     cli.average_flag(),
     cli.Flag('dtype', 'enum', 'float32', 'Inference precision: parameters cast (bfloat16, float16) or quantized '
              '(int8) once at load, softmax statistics in fp32.', choices=INFERENCE_DTYPES),
+    cli.int8_kernel_flag(),
     cli.Flag('chunk_lines', 'int', 4096, 'Lines read and translated at a time (bounds memory on big inputs).',
              low=1, high=1 << 24),
 )
@@ -93,9 +94,9 @@ def main(argv, decoder_options: dict[str, str]):
       FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
       lambda run: Translator.from_run(run, FLAGS.decoder, batch_size=FLAGS.batch_size, workdir=FLAGS.workdir,
                                       **decoder_options),
-      FLAGS.dtype)[1]
-  work = lambda source, sink: translate_stream(translator.translate, source, sink, FLAGS.chunk_lines,
-                                               f'decoder {translator.decoder} {dataclasses.asdict(translator.options)}')
+      FLAGS.dtype, FLAGS.int8_kernel)[1]
+  describe = f'decoder {translator.decoder} {dataclasses.asdict(translator.options)}, {translator.precision}'
+  work = lambda source, sink: translate_stream(translator.translate, source, sink, FLAGS.chunk_lines, describe)
   with open(FLAGS.input, 'rb') if FLAGS.input else stdin.buffer as source:
     if FLAGS.output:
       with atomic_output(FLAGS.output, fsync=False) as sink:

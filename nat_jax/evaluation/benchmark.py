@@ -271,8 +271,10 @@ def train_cpu_hours(meta: dict) -> float | None:
 
 def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_sizes: Sequence[int] = (1, 8, 64),
               split: str = 'test', max_sentences: int = 0, latency_sentences: int = 100, batch1_runs: int = 3,
-              which: str = 'latest', average: int = 1, log=print) -> tuple[dict, dict[str, list[str]]]:
-  """(report, translations per row label) of every entry x decoder; see the module docstring."""
+              which: str = 'latest', average: int = 1, int8_kernel: str = 'auto',
+              log=print) -> tuple[dict, dict[str, list[str]]]:
+  """(report, translations per row label) of every entry x decoder; see the module docstring. int8_kernel:
+  the product of int8 entries (nat_jax.kernels.onednn.CHOICES), named in the report's machine line."""
   batch_sizes = sorted({int(b) for b in batch_sizes})
   if not entries or not batch_sizes or batch_sizes[0] < 1:
     raise ConfigError('benchmark needs at least one run and batch sizes >= 1.')
@@ -282,11 +284,13 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
       ct2.peer_options(name, overrides)
     else:
       decode.parse_options(name, overrides)
-  rows, hyps, sources, examples = [], {}, None, None
+  rows, hyps, sources, examples, precisions = [], {}, None, None, set()
   start = time.time()
   with tempfile.TemporaryDirectory(prefix='nat_jax_benchmark_') as scratch:  # exported peer models, removed on any exit
     for entry in entries:
-      translator = Translator(entry.workdir, checkpoint=which, average=average, dtype=entry.dtype)
+      translator = Translator(entry.workdir, checkpoint=which, average=average, dtype=entry.dtype,
+                              int8_kernel=int8_kernel)
+      precisions.add(translator.precision)
       run = translator.run
       these = load_split(run.config.data, split)[:max_sentences or None]
       if sources is None:
@@ -317,7 +321,9 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
   add_comparisons(rows, hyps, baseline, batch_sizes[-1])
   refs = reference_view([e.references[1] for e in examples], examples) if min(
       len(e.references) for e in examples) > 1 else None
-  report = {'machine': machine(), 'device': jax.devices()[0].device_kind, 'split': split, 'sentences': len(sources),
+  int8 = sorted(p for p in precisions if p.startswith('int8'))  # which product the int8 rows ran
+  report = {'machine': '; '.join([machine(), *int8]), 'device': jax.devices()[0].device_kind, 'split': split,
+            'sentences': len(sources),
             'batch_sizes': batch_sizes, 'latency_sentences': min(latency_sentences, len(sources)),
             'batch1_runs': batch1_runs, 'baseline': baseline, 'average': average,
             'human_agreement': refs and refs['per_ref'][0], 'rows': rows}

@@ -41,7 +41,16 @@ def alternated(calls: dict[Any, Callable[[], Any]], passes: int) -> dict[Any, np
 
 
 def machine() -> str:
-  """The host, its cores, JAX version, device and today's date: the line every benchmark prints."""
+  """The host, its CPU and cores, JAX version, device and today's date: the line every benchmark prints."""
   device = jax.devices()[0]
-  return (f'{platform.node() or "host"}: {os.cpu_count()} CPU cores, JAX {jax.__version__} on '
+  return (f'{platform.node() or "host"}: {cpu_model()}, {os.cpu_count()} CPU cores, JAX {jax.__version__} on '
           f'{device.platform} ({device.device_kind}), {time.strftime("%Y-%m-%d")}')
+
+
+def cpu_model() -> str:
+  """The CPU's model name (Linux's /proc/cpuinfo; elsewhere what `platform` knows)."""
+  try:
+    with open('/proc/cpuinfo', encoding='utf-8', errors='replace') as f:
+      return next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
+  except (OSError, StopIteration):
+    return platform.processor() or platform.machine()

@@ -13,6 +13,12 @@ hoisted out of the decode loop, which then carries a 4x larger copy). So a dot o
 (`MIN_ROWS`). The result is the same, every row being quantized and accumulated on its own.
 Flax's Dense promotes its kernel to the compute dtype before any dot hook (a float32 copy of the weight:
 the slow path), and a quantization library (qwix) leaves one-row dots as they come: so these few lines.
+
+Two products compute the same int32 sums (PRODUCTS): 'xla', XLA's int8 dot over the int8 matrix, and
+'onednn', a packed int8 kernel called through jax.ffi (nat_jax.kernels.onednn, x86-64 CPUs with VNNI), which
+reads each weight from a u8 blob packed once at load (`quantize_params`) in place of the int8 matrix, and
+needs no row padding. The layout of the params follows the product: 'kernel' int8 [in..., out...] or u8[bytes];
+the embedding keeps its int8 table for lookups and adds 'embedding_packed' for the output projection.
 """
 from __future__ import annotations
 
@@ -22,9 +28,13 @@ from typing import Any, Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from nat_jax.kernels import onednn
 
 QMAX = 127.0
 MIN_ROWS = 2  # a dot of fewer rows is padded to this many: the native int8 kernel needs two
+PRODUCTS = ('xla', 'onednn')  # how an int8 product is computed (module docstring); '' = float weights
 
 
 def quantize(w: jax.Array, contract: Sequence[int]) -> tuple[jax.Array, jax.Array]:
@@ -57,30 +67,47 @@ def int8_matmul(x: jax.Array, q: jax.Array, scale: jax.Array, transposed: bool =
   return (acc.astype(jnp.float32) * sx * scale)[:n]
 
 
+def packed_matmul(x: jax.Array, packed: jax.Array, scale: jax.Array) -> jax.Array:
+  """x f32[N, K] times the int8 matrix [K, M] packed in `packed` u8[bytes] (nat_jax.kernels.onednn.pack) with
+  per-column scales scale f32[M] -> f32[N, M]: int8_matmul's result, through the oneDNN kernel."""
+  xq, sx = quantize_rows(x)
+  acc = onednn.matmul(xq, packed, scale.shape[0])  # [N, M] exact
+  return acc.astype(jnp.float32) * sx * scale
+
+
 def dense_general(x: jax.Array, q: jax.Array, scale: jax.Array, in_axes: int, min_rows: int = MIN_ROWS) -> jax.Array:
-  """x [..., in...] (the last `in_axes` axes contracted) with q [in..., out...] -> f32[..., out...]."""
+  """x [..., in...] (the last `in_axes` axes contracted) with q [in..., out...] (or its packed u8 blob: the
+  output shape is then scale's) -> f32[..., out...]."""
   lead, inner = x.shape[:x.ndim - in_axes], x.shape[x.ndim - in_axes:]
-  out = q.shape[in_axes:]
+  out = scale.shape
   flat = x.reshape(math.prod(lead), math.prod(inner)).astype(jnp.float32)
-  y = int8_matmul(flat, q.reshape(math.prod(inner), math.prod(out)), scale.reshape(-1), min_rows=min_rows)
+  if q.dtype == jnp.uint8:
+    y = packed_matmul(flat, q, scale.reshape(-1))
+  else:
+    y = int8_matmul(flat, q.reshape(math.prod(inner), math.prod(out)), scale.reshape(-1), min_rows=min_rows)
   return y.reshape(*lead, *out)
 
 
 class Int8DenseGeneral(nn.Module):
   """nn.DenseGeneral's place at inference in int8: params 'kernel' int8 [in..., out...] and 'scale' f32
   [out...] (quantize_params fills them from a float run), optional float32 'bias'. `axis` counts the
-  trailing input axes (1 or 2, as this project's layers use)."""
+  trailing input axes (1 or 2, as this project's layers use). product 'onednn': 'kernel' is the packed u8 blob."""
   features: tuple[int, ...]
   in_features: tuple[int, ...]
   kernel_axes: tuple[Any, ...]
   use_bias: bool = False
   dtype: Any = jnp.float32
+  product: str = 'xla'  # a name in PRODUCTS
 
   @nn.compact
   def __call__(self, x: jax.Array) -> jax.Array:
     out_axes = self.kernel_axes[len(self.in_features):]
-    kernel = self.param('kernel', nn.with_logical_partitioning(nn.initializers.zeros, self.kernel_axes),
-                        (*self.in_features, *self.features), jnp.int8)
+    if self.product == 'onednn':
+      size = onednn.packed_bytes(math.prod(self.in_features), math.prod(self.features))
+      kernel = self.param('kernel', nn.initializers.zeros, (size,), jnp.uint8)
+    else:
+      kernel = self.param('kernel', nn.with_logical_partitioning(nn.initializers.zeros, self.kernel_axes),
+                          (*self.in_features, *self.features), jnp.int8)
     scale = self.param('scale', nn.with_logical_partitioning(nn.initializers.ones, out_axes), self.features,
                        jnp.float32)
     y = dense_general(x, kernel, scale, len(self.in_features))
@@ -90,20 +117,30 @@ class Int8DenseGeneral(nn.Module):
     return y.astype(self.dtype)
 
 
+SCALES = {'kernel': 'scale', 'embedding': 'embedding_scale'}  # an int8 leaf's scale, beside it
+
+
 def quantize_params(params: Any, target: Any) -> Any:
   """A float run's params in the int8 model's layout `target` (its abstract params): every int8 leaf of
   `target` quantized from the float leaf at the same path, its scale beside it ('kernel' -> 'scale':
-  the leading axes are the input; 'embedding' -> 'embedding_scale': one scale per row); the rest as is."""
+  the leading axes are the input; 'embedding' -> 'embedding_scale': one scale per row); a u8 leaf is that
+  int8 matrix packed for the oneDNN product, once, here ('kernel'; 'embedding_packed': the embedding as the
+  output projection, [V, D] read as [D, V]); the rest as is."""
   floats = {_keys(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
   specs = {_keys(path): spec for path, spec in jax.tree_util.tree_flatten_with_path(target)[0]}
   out = {}
   for keys, spec in specs.items():
-    if spec.dtype != jnp.int8:
+    if spec.dtype not in (jnp.int8, jnp.uint8):
       continue
-    name, scale_name = keys[-1], {'kernel': 'scale', 'embedding': 'embedding_scale'}[keys[-1]]
-    w, scale_keys = floats[keys], keys[:-1] + (scale_name,)
+    name = {'embedding_packed': 'embedding'}.get(keys[-1], keys[-1])  # the float leaf it comes from
+    w, scale_keys = floats[keys[:-1] + (name,)], keys[:-1] + (SCALES[name],)
     contract = tuple(range(w.ndim - specs[scale_keys].ndim)) if name == 'kernel' else tuple(range(1, w.ndim))
-    out[keys], out[scale_keys] = quantize(w, contract)
+    q, out[scale_keys] = quantize(w, contract)
+    if spec.dtype == jnp.int8:
+      out[keys] = q
+    else:  # [in..., out...] as [K, N]; the embedding [V, D] is the transposed [D, V]
+      rows = math.prod(w.shape[:len(contract)]) if name == 'kernel' else w.shape[0]
+      out[keys] = jnp.asarray(onednn.pack(np.asarray(q).reshape(rows, -1), transposed=name == 'embedding'))
   pick = lambda keys: out[keys] if keys in out else floats[keys]
   return jax.tree_util.tree_map_with_path(lambda path, _: pick(_keys(path)), target)
 

@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from nat_jax.core.masks import NEG_INF
-from nat_jax.models.int8 import Int8DenseGeneral, int8_matmul
+from nat_jax.kernels import onednn
+from nat_jax.models.int8 import Int8DenseGeneral, int8_matmul, packed_matmul
 
 Dtype = Any
 default_init = nn.initializers.xavier_uniform()
@@ -43,14 +44,15 @@ class Embed(nn.Module):
 
   `start_tokens` > 0 adds input-only tokens with ids vocab_size .. vocab_size + start_tokens - 1
   (param `start_embeddings`), e.g. HRT's Skip-AT start token <B_k>: they can be fed, never predicted.
-  `int8`: the table is int8 with one scale per row (`embedding_scale`, nat_jax.models.int8), for lookups
-  and the output projection alike.
+  `int8` (a product of nat_jax.models.int8.PRODUCTS; '' = float): the table is int8 with one scale per row
+  (`embedding_scale`), for lookups and the output projection alike; 'onednn' adds the table packed for the
+  kernel (`embedding_packed`), which the output projection reads.
   """
   vocab_size: int
   features: int
   dtype: Dtype = jnp.float32
   start_tokens: int = 0
-  int8: bool = False
+  int8: str = ''
   scale: bool = True  # lookups times sqrt(D)
 
   def setup(self):
@@ -61,6 +63,9 @@ class Embed(nn.Module):
       self.embedding_scale = self.param('embedding_scale', nn.with_logical_partitioning(nn.initializers.ones,
                                                                                         ('vocab',)),
                                         (self.vocab_size,), jnp.float32)
+    if self.int8 == 'onednn':
+      self.embedding_packed = self.param('embedding_packed', nn.initializers.zeros,
+                                         (onednn.packed_bytes(self.features, self.vocab_size),), jnp.uint8)
     if self.start_tokens:
       self.start_embeddings = self.param('start_embeddings', nn.with_logical_partitioning(init, (None, 'embed')),
                                          (self.start_tokens, self.features), jnp.float32)
@@ -84,6 +89,10 @@ class Embed(nn.Module):
 
   def attend(self, x: jax.Array) -> jax.Array:
     """dtype[B, T, D] -> f32[B, T, V] logits against the embedding matrix."""
+    if self.int8 == 'onednn':
+      flat = packed_matmul(x.reshape(-1, x.shape[-1]).astype(jnp.float32), self.embedding_packed,
+                           self.embedding_scale)  # [B*T, V]
+      return flat.reshape(*x.shape[:-1], self.vocab_size)
     if self.int8:
       flat = int8_matmul(x.reshape(-1, x.shape[-1]).astype(jnp.float32), self.embedding, self.embedding_scale,
                          transposed=True)  # [B*T, V]
@@ -101,23 +110,24 @@ class Attention(nn.Module):
   """Multi-head attention; optional key-only relative positions (HRT) and a fixed-size KV cache.
 
   Relative keys: logits_ij = q_i . (k_j + r[clip(p_j - p_i, -w, w)]) / sqrt(d_head), where p are
-  the positions actually fed (so Skip-AT's 0, k, 2k, ... give the true distances). `int8`: the four
-  projections in int8 (nat_jax.models.int8); attention itself stays in `dtype`.
+  the positions actually fed (so Skip-AT's 0, k, 2k, ... give the true distances). `int8` (a product of
+  nat_jax.models.int8.PRODUCTS): the four projections in int8; attention itself stays in `dtype`.
   """
   num_heads: int
   d_model: int
   dropout: float = 0.0
   relative_window: int = 0
   dtype: Dtype = jnp.float32
-  int8: bool = False
+  int8: str = ''
   use_bias: bool = False  # biases on the four projections (Marian)
 
   def setup(self):
     h, dh, bias = self.num_heads, self.d_model // self.num_heads, self.use_bias
     if self.int8:
       proj = lambda: Int8DenseGeneral((h, dh), (self.d_model,), ('embed', 'heads', 'kv'), use_bias=bias,
-                                      dtype=self.dtype)
-      self.out = Int8DenseGeneral((self.d_model,), (h, dh), ('heads', 'kv', 'embed'), use_bias=bias, dtype=self.dtype)
+                                      dtype=self.dtype, product=self.int8)
+      self.out = Int8DenseGeneral((self.d_model,), (h, dh), ('heads', 'kv', 'embed'), use_bias=bias, dtype=self.dtype,
+                                  product=self.int8)
     else:
       zeros = nn.initializers.zeros
       proj = lambda: nn.DenseGeneral(features=(h, dh), axis=-1, dtype=self.dtype, use_bias=bias,
@@ -174,7 +184,7 @@ class FeedForward(nn.Module):
   d_ff: int
   dropout: float = 0.0
   dtype: Dtype = jnp.float32
-  int8: bool = False  # both matrices in int8 (nat_jax.models.int8)
+  int8: str = ''  # both matrices in int8, by this product (nat_jax.models.int8.PRODUCTS); '' = float
   activation: str = 'relu'  # a name in ACTIVATIONS
 
   @nn.compact
@@ -187,7 +197,7 @@ class FeedForward(nn.Module):
 
   def dense(self, d_in: int, d_out: int, axes: tuple, name: str) -> nn.Module:
     if self.int8:
-      return Int8DenseGeneral((d_out,), (d_in,), axes, use_bias=True, dtype=self.dtype, name=name)
+      return Int8DenseGeneral((d_out,), (d_in,), axes, use_bias=True, dtype=self.dtype, product=self.int8, name=name)
     return nn.Dense(d_out, dtype=self.dtype, name=name, kernel_init=nn.with_logical_partitioning(default_init, axes),
                     bias_init=nn.with_logical_partitioning(nn.initializers.zeros, axes[1:]))
 

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from nat_jax.core.masks import attention_mask
 from nat_jax.errors import ConfigError
+from nat_jax.models.int8 import PRODUCTS
 from nat_jax.models.layers import (
     ACTIVATIONS,
     LAYER_NORM_EPSILON,
@@ -48,7 +49,7 @@ class TransformerConfig:
   length_classes: int = 0   # >0: a target-length head over lengths 0 .. length_classes - 1 (CMLM)
   directions: int = 0       # >0: trainable direction embeddings added to decoder inputs (IMDecoder, h)
   dtype: Any = jnp.float32  # activation dtype; params and softmax statistics stay fp32
-  int8: bool = False        # inference with int8 weight matrices (model.dtype 'int8'; nat_jax.models.int8)
+  int8: str = ''            # int8 weight matrices (model.dtype 'int8'), by this product: nat_jax.models.int8.PRODUCTS
   # What a converted Marian / OPUS-MT teacher needs (nat_jax.models.marian); the defaults are every run trained here.
   activation: str = 'relu'                   # of the FFN: a name in nat_jax.models.layers.ACTIVATIONS
   position_timescales: str = 'tensor2tensor'  # the sinusoid frequencies (layers.POSITION_TIMESCALES)
@@ -81,7 +82,18 @@ def transformer_config(model_cfg, vocab_size: int, **extra) -> TransformerConfig
       enc_layers=model_cfg.enc_layers, dec_layers=model_cfg.dec_layers, dropout=model_cfg.dropout,
       attention_dropout=model_cfg.attention_dropout, pre_norm=model_cfg.pre_norm,
       relative_window=model_cfg.relative_window, dtype=DTYPES.get(model_cfg.dtype, jnp.float32),
-      int8=model_cfg.dtype == 'int8', **options, **extra)
+      int8=int8_product(model_cfg), **options, **extra)
+
+
+def int8_product(model_cfg) -> str:
+  """'' for float weights; for model.dtype 'int8' the product model.int8_kernel names ('xla' or 'onednn',
+  resolved at load: nat_jax.kernels.onednn.resolve; XLA's dot where a config names none)."""
+  if model_cfg.dtype != 'int8':
+    return ''
+  product = model_cfg.get('int8_kernel', 'xla')
+  if product not in PRODUCTS:
+    raise ConfigError(f'model.int8_kernel must be one of {", ".join(PRODUCTS)} once loaded, got {product!r}.')
+  return product
 
 
 def residual(f, x, norm, dropout, pre_norm: bool, deterministic: bool):

@@ -92,11 +92,12 @@ class Translator:
   options (as `--decoder.<opt>=<v>` takes them; strings, numbers or booleans), typed once into
   `self.options` (the decoder's dataclass, nat_jax.decode.options). batch_size: the most
   sentences decoded in one batch (fewer sentences use fewer rows). checkpoint 'latest' or 'best',
-  average: how many checkpoints' parameters to average, dtype: inference precision.
+  average: how many checkpoints' parameters to average, dtype: inference precision, int8_kernel: the int8
+  product for dtype 'int8' (nat_jax.kernels.onednn.CHOICES; `precision` says which runs).
   """
 
   def __init__(self, workdir: str, decoder: Optional[str] = None, *, batch_size: int = 64, average: int = 1,
-               checkpoint: str = 'latest', dtype: str = 'float32', **decoder_options):
+               checkpoint: str = 'latest', dtype: str = 'float32', int8_kernel: str = 'auto', **decoder_options):
     if not (isinstance(average, int) and average > 0):
       raise ConfigError(f'average must be a positive integer, got {average!r}.')
     if checkpoint not in ('latest', 'best'):
@@ -104,7 +105,8 @@ class Translator:
     check_batch_size(batch_size)
     if not isinstance(workdir, (str, os.PathLike)):
       raise ConfigError(f'workdir must be the path of a trained run (a string), got {type(workdir).__name__}.')
-    self._attach(load_run(workdir, checkpoint, average, dtype), workdir, decoder, batch_size, decoder_options)
+    self._attach(load_run(workdir, checkpoint, average, dtype, int8_kernel), workdir, decoder, batch_size,
+                 decoder_options)
 
   @classmethod
   def from_run(cls, run: Run, decoder: Optional[str] = None, *, batch_size: int = 64, workdir: str = '',
@@ -125,6 +127,15 @@ class Translator:
     self.decoder = check_decoder_name(decoder or default_decoder(run))
     self.options = decode.run_options(run.method, self.decoder, decoder_options)
     self.decoder_for()  # checked and built now: bad options fail at load
+
+  @property
+  def precision(self) -> str:
+    """What the run decodes in: its dtype, and for int8 the product ('int8 (onednn kernel)', 'int8 (xla dot)')."""
+    model = self.run.config.model
+    if model.dtype != 'int8':
+      return model.dtype
+    product = model.get('int8_kernel', 'xla')
+    return f'int8 ({product} {"kernel" if product == "onednn" else "dot"})'
 
   @property
   def languages(self) -> tuple[str, str]:

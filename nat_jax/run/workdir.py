@@ -14,6 +14,7 @@ import ml_collections
 from nat_jax.data import Tokenizer
 from nat_jax.data.tokenizer import open_tokenizer, tokenizer_path
 from nat_jax.errors import CheckpointError, ConfigError, DataError
+from nat_jax.kernels import onednn
 from nat_jax.methods import get_method
 from nat_jax.models.int8 import quantize_params
 from nat_jax.models.transformer import DTYPES, INFERENCE_DTYPES
@@ -82,17 +83,21 @@ def run_config_problem(raw) -> Optional[str]:
   return None
 
 
-def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str = 'float32') -> Run:
+def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str = 'float32',
+             int8_kernel: str = 'auto') -> Run:
   """Config, tokenizer and params of a training run; clear errors when something is missing.
 
   dtype 'bfloat16' / 'float16' loads it for half-precision inference: the parameters are cast once
   and the model computes in that dtype (model.dtype), with attention and output softmax statistics,
   the length head and the DAG transition head in fp32 as always. 'int8': the weight matrices and the
-  embedding quantized once (nat_jax.models.int8), activations in fp32. 'float32' computes in fp32 even
-  for a run trained with bf16 activations (configs/at_base.py).
+  embedding quantized once (nat_jax.models.int8), activations in fp32, the products by `int8_kernel`
+  (nat_jax.kernels.onednn.CHOICES: 'auto' takes the packed oneDNN kernel where it runs; the run's
+  config.model.int8_kernel says which did). 'float32' computes in fp32 even for a run trained with bf16
+  activations (configs/at_base.py).
   """
   if dtype not in INFERENCE_DTYPES:
     raise ConfigError(f'dtype must be one of {sorted(INFERENCE_DTYPES)}, got {dtype!r}.')
+  product = onednn.resolve(int8_kernel) if dtype == 'int8' else None
   config_path = os.path.join(workdir, CONFIG_FILE)
   spm_path = tokenizer_path(workdir)  # a converted run's vocabulary.json (python -m nat_jax.convert) or spm.model
   for path, what in ((config_path, 'config'), (spm_path, 'sentencepiece model')):
@@ -115,6 +120,8 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
   params, meta = checkpoint.load_params(workdir, abstract, which=which, average=average)
   if dtype != config.model.dtype:  # the inference precision is the caller's, whatever the run trained in
     config.model.dtype = dtype
+    if product:
+      config.model.int8_kernel = product
     method = get_method(config, tokenizer.vocab_size)
     params = inference_params(method, params, dtype)
   return Run(config, tokenizer, method, params, meta, mesh)

@@ -19,6 +19,7 @@ LAYERS = {
     'nat_jax.core': 0, 'nat_jax.files': 0, 'nat_jax.hugepages': 0, 'nat_jax.backends': 0, 'nat_jax.settings': 0,
     'nat_jax.metrics': 0,  # BLEU / chrF and timing
     'nat_jax.recipes': 0,  # the recipes' shared defaults and their loader
+    'nat_jax.kernels': 0,  # native kernels XLA calls through jax.ffi (the oneDNN int8 product)
     'nat_jax.data': 1, 'nat_jax.models': 1, 'nat_jax.losses': 1, 'nat_jax.parallel': 1,
     'nat_jax.views': 2,  # the seam: methods offer these Protocols, decoders consume them
     'nat_jax.methods': 3, 'nat_jax.decode': 3,

@@ -1,7 +1,8 @@
 """int8 inference (nat_jax.models.int8) against independent truths: the quantization and the int8 product
 against a numpy reimplementation in int64, a padded row against the same row in a batch (bitwise), every
-method's int8 model against its float model, and the resident bytes of Transformer-base in int8 from its
-abstract parameters."""
+method's int8 model against its float model, the two int8 products (XLA's dot, the packed oneDNN kernel)
+against each other (the same tokens from every decoder), and the resident bytes of Transformer-base in int8
+from its abstract parameters."""
 import re
 
 import jax
@@ -13,6 +14,7 @@ from flax import linen as nn
 
 from nat_jax import recipes
 from nat_jax.core.masks import attention_mask
+from nat_jax.kernels import onednn
 from nat_jax.methods import get_method
 from nat_jax.models import int8
 from nat_jax.run.train_state import dummy_batch
@@ -66,9 +68,13 @@ def test_a_lone_row_padded_or_not_gives_what_it_gives_in_a_batch():
 
 
 
-def as_int8(config, method, params):
+PRODUCTS = ['xla', pytest.param('onednn', marks=pytest.mark.skipif(onednn.unavailable() is not None,
+                                                                   reason=f'{onednn.unavailable()}'))]
+
+
+def as_int8(config, method, params, product='xla'):
   c8 = ml_collections.ConfigDict(config.to_dict())
-  c8.model.dtype = 'int8'
+  c8.model.dtype, c8.model.int8_kernel = 'int8', product
   m8 = get_method(c8, method.model.cfg.vocab_size if hasattr(method.model, 'cfg') else 40)
   return m8, inference_params(m8, params, 'int8')
 
@@ -93,16 +99,24 @@ def test_the_int8_model_gives_the_float_models_logits_within_the_quantization_er
   assert np.mean(a.argmax(-1) == b.argmax(-1)) >= 0.9
 
 
-def test_float_leaves_are_kept_and_every_weight_matrix_is_int8(corpus):
+@pytest.mark.parametrize('product', PRODUCTS)
+def test_float_leaves_are_kept_and_every_weight_matrix_is_int8(corpus, product):
+  """Every weight matrix int8 (the oneDNN product: packed, each packed once, the embedding's table kept for
+  lookups beside its packed copy), LayerNorms and biases as they were."""
   from tests.support import tiny_config
   method, params = random_model(corpus, 40)
   config = tiny_config(corpus, **{'model.dropout': 0.0})
-  m8, p8 = as_int8(config, method, params)
+  packs = onednn.pack_count
+  m8, p8 = as_int8(config, method, params, product)
   flat = {jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_flatten_with_path(p8)[0]}
   floats = {jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_flatten_with_path(params)[0]}
+  packed = [key for key, value in flat.items() if value.dtype == jnp.uint8]
+  assert onednn.pack_count - packs == len(packed) and bool(packed) == (product == 'onednn')
   for key, value in flat.items():
-    if key.endswith("['kernel']") or key.endswith("['embedding']"):
+    if key.endswith("['embedding']"):
       assert value.dtype == jnp.int8, key
+    elif key.endswith("['kernel']") or key.endswith("['embedding_packed']"):
+      assert value.dtype == (jnp.uint8 if product == 'onednn' else jnp.int8), key
     elif key in floats:
       np.testing.assert_array_equal(np.asarray(value), np.asarray(floats[key]))  # LayerNorm, biases: as they were
     else:
@@ -151,16 +165,21 @@ def float_copies_carried_by_loops(hlo: str, shapes: set) -> list[str]:
 
 @pytest.mark.parametrize('method_name, decoder', [('at', 'greedy'), ('dat', 'dag_lookahead'), ('at', 'drafted')])
 @pytest.mark.parametrize('rows', [1, 3])
-def test_no_float_copy_of_a_weight_matrix_is_made_in_the_compiled_decoder(corpus, method_name, decoder, rows):
+@pytest.mark.parametrize('product', PRODUCTS)
+def test_no_float_copy_of_a_weight_matrix_is_made_in_the_compiled_decoder(corpus, method_name, decoder, rows,
+                                                                           product):
   """No float (or int32) copy of an int8 matrix lives across a decode loop: the optimized HLO's loops carry
-  the int8 weights only (a one-row dot may still widen a weight inside the step, where that is faster)."""
+  the int8 weights only (a one-row dot may still widen a weight inside the step, where that is faster); the
+  oneDNN product's loops carry its packed blobs and call the kernel."""
   from nat_jax import decode
   from nat_jax.decode.drafted import drafted_decode
   from nat_jax.views import LeftToRightScorer
   from tests.support import tiny_config
   overrides = {'model.method': 'dat'} if method_name == 'dat' else {}
   method, params = random_model(corpus, 40, **overrides)
-  m8, p8 = as_int8(tiny_config(corpus, **{'model.dropout': 0.0, **overrides}), method, params)
+  config = tiny_config(corpus, **{'model.dropout': 0.0, **overrides})
+  shapes = weight_like_shapes(as_int8(config, method, params)[1])  # the int8 matrices, as XLA's dot reads them
+  m8, p8 = as_int8(config, method, params, product)
   src = jnp.ones((rows, 11), jnp.int32)  # 11 source slots: no activation takes a weight's shape
   if decoder == 'drafted':
     build = decode.method_view(m8, LeftToRightScorer, 'test')
@@ -170,7 +189,8 @@ def test_no_float_copy_of_a_weight_matrix_is_made_in_the_compiled_decoder(corpus
     fn, extra = decode.decode_program(m8, decoder, decode.parse_options(decoder, {}))
     hlo = jax.jit(fn).lower(p8, extra, src).compile().as_text()
   assert ' while(' in hlo or decoder == 'dag_lookahead'
-  assert float_copies_carried_by_loops(hlo, weight_like_shapes(p8)) == []
+  assert float_copies_carried_by_loops(hlo, shapes) == []
+  assert (onednn.KERNEL_NAME in hlo) == (product == 'onednn')
 
 
 EVERY_METHOD = [  # (overrides, its decoders with the options that keep them small)
@@ -189,13 +209,18 @@ EVERY_METHOD = [  # (overrides, its decoders with the options that keep them sma
                          if isinstance(v, dict) else '')
 def test_every_method_and_decoder_decodes_in_int8_as_in_float(corpus, overrides, decoders):
   """Each decoder of each method, on a random tiny model and its int8 quantization: the same output shape,
-  valid tokens, and mostly the same tokens (logits move by the quantization error only)."""
+  valid tokens, and mostly the same tokens (logits move by the quantization error only); where the oneDNN
+  kernel runs, its int8 model gives exactly the tokens of XLA's int8 dot."""
   from tests.support import run_decoder, tiny_config
   method, params = random_model(corpus, 40, **overrides)
   m8, p8 = as_int8(tiny_config(corpus, **{'model.dropout': 0.0, **overrides}), method, params)
   src = jnp.asarray(np.random.default_rng(1).integers(5, 40, size=(3, 8)), jnp.int32)
+  kernel = onednn.unavailable() is None and as_int8(tiny_config(corpus, **{'model.dropout': 0.0, **overrides}),
+                                                     method, params, 'onednn')
   for name, options in decoders:
     a = np.asarray(run_decoder(method, params, src, name, **options).tokens)
     b = np.asarray(run_decoder(m8, p8, src, name, **options).tokens)
     assert a.shape == b.shape and b.min() >= 0 and b.max() < 40, name
     assert np.mean(a == b) >= 0.7, (name, a, b)
+    if kernel:  # the packed oneDNN product: the same int32 sums, so the same tokens
+      np.testing.assert_array_equal(np.asarray(run_decoder(*kernel, src, name, **options).tokens), b, err_msg=name)
