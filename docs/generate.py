@@ -13,7 +13,8 @@ What it writes:
 
 Result files: benchmark_tiny/results.json is what `python -m nat_jax.benchmark --out=docs/results/benchmark_tiny`
 writes, cpu_size_sweep.json what `python -m benchmarks.size_sweep --json=...` writes (vocab_cost.json:
-benchmarks.vocab_cost, pass_cost.json: benchmarks.pass_cost, the same way); the others hold the
+benchmarks.vocab_cost, pass_cost.json: benchmarks.pass_cost, int8_product.json: benchmarks.int8_product, the
+same way); the others hold the
 tables the lab notes record (each says where from, in its `transcribed_from`). A new measurement replaces
 its file; this script turns it into every table that shows it.
 """
@@ -296,8 +297,9 @@ def sweep_table(doc: dict, labels: Optional[list[str]] = None) -> str:
 def results_cpu_speed() -> str:
   doc = load('cpu_size_sweep.json')
   return '\n'.join([
-      f"{doc['machine']}; output length {doc['out_len']} tokens per row; random weights. Cells: speed over AT "
-      'greedy (median of the per-pass ratios, min-max over the passes); the AT greedy row gives its own time.', '',
+      f"{doc['machine']}; output length {doc['out_len']} tokens per row; random weights; int8 rows on the "
+      f"{doc.get('int8_product', 'xla')} product. Cells: speed over AT greedy (median of the per-pass ratios, min-max "
+      'over the passes); the AT greedy row gives its own time.', '',
       '```bash', doc['command'], '```', '', sweep_table(doc), ''])
 
 
@@ -399,13 +401,34 @@ def results_pass_cost() -> str:
   doc = load('pass_cost.json')
   positions = sorted({r['positions'] for r in doc['rows']})
   cells = {(r['size'], r['dtype'], r['positions']): r for r in doc['rows'] if r['variant'] == 'default'}
-  keys = sorted({(r['size'], r['dtype']) for r in doc['rows']}, key=lambda k: (k[0], k[1] != 'float32'))
+  keys = sorted({(r['size'], r['dtype']) for r in doc['rows']}, key=lambda k: (k[0], k[1] != 'float32', k[1]))
   body = [(f'd={size}', dtype, *[f"{cells[size, dtype, k]['ms']:.3f} ms ({cells[size, dtype, k]['greedy_steps']:.2f})"
                                  for k in positions]) for size, dtype in keys]
   return '\n'.join([
       f"{doc['machine']}; batch {doc['batch']}, random weights; cells: ms per decoder call over k new positions "
-      '(in float32 greedy steps of the same size).', '', '```bash', doc['command'], '```', '',
+      f"(in float32 greedy steps of the same size). int8: the product `--int8_kernel=auto` took here "
+      f"({doc.get('int8_product', 'xla')}); int8/xla: XLA's int8 dot.", '', '```bash', doc['command'], '```', '',
       table(('size', 'precision', *[f'{k} position' + ('s' if k > 1 else '') for k in positions]), body), ''])
+
+
+def results_int8_product() -> str:
+  """The oneDNN kernel's int8 product against XLA's int8 dot, and the core's read floor (benchmarks.int8_product)."""
+  doc = load('int8_product.json')
+  rows = {(r['k'], r['n'], r['rows'], r['product']): r for r in doc['rows']}
+  threads = sorted({r['product'] for r in doc['rows'] if r['product'].startswith('onednn')})
+  body = []
+  for k, n, m in sorted({(r['k'], r['n'], r['rows']) for r in doc['rows']}, key=lambda t: (-t[0] * t[1], t)):
+    xla, read = rows[k, n, m, 'xla'], rows[k, n, m, 'read']
+    cells = [f"{rows[k, n, m, t]['us']:.0f} us, "
+             f"{ratio(rows[k, n, m, t]['vs_xla'], rows[k, n, m, t]['vs_xla_min'], rows[k, n, m, t]['vs_xla_max'])}"
+             for t in threads]
+    body.append((f'[{m}, {k}] x [{k}, {n}]', f"{xla['us']:.0f} us ({xla['weight_gb_s']:.0f} GB/s)", *cells,
+                 f"{read['us']:.0f} us ({read['weight_gb_s']:.0f} GB/s)"))
+  return '\n'.join([
+      f"{doc['machine']}; microseconds per product (median), the kernel's speed over XLA's int8 dot per pass, median "
+      '(min-max); the floor: one read of the weight\'s bytes.', '', '```bash', doc['command'], '```', '',
+      table(('product', "XLA's int8 dot", *[f"oneDNN kernel, {t.split()[1].replace('t', '')} thread(s)"
+                                             for t in threads], 'read floor'), body), ''])
 
 
 def results_vocab_cost() -> str:
@@ -519,6 +542,7 @@ def outputs() -> dict[str, Callable[[], str]]:
       'docs/_generated/results_fit.md': results_fit,
       'docs/_generated/results_int8_quality.md': results_int8_quality,
       'docs/_generated/results_pass_cost.md': results_pass_cost,
+      'docs/_generated/results_int8_product.md': results_int8_product,
       'docs/_generated/results_vocab_cost.md': results_vocab_cost,
       'README.md': readme,
   }

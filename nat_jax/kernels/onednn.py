@@ -12,11 +12,14 @@ built at install (setup.py) and oneDNN's runtime (the `onednn-cpu-gomp` wheel, a
 present. `unavailable()` names what is missing; `resolve('auto')` then takes XLA's dot.
 
 Threads (`threads_for`): oneDNN's GNU OpenMP build would start a team of spinning threads beside XLA's own
-pool. A product of fewer than THREADED_ROWS rows (batch-1 decoding: one row per sentence or a few per pass)
-runs on the one thread XLA calls it from; from THREADED_ROWS rows (batch 64) on as many threads as the
-machine has cores, as XLA's own dot does (docs/lab-notes/2026-12-04-int8-kernel.md measures both), and
-OMP_WAIT_POLICY=PASSIVE (set before the library loads, unless the environment says otherwise) puts those
-threads to sleep between products instead of spinning against XLA's.
+pool. A product of fewer than THREADED_WORK multiply-adds (every product of batch-1 decoding, and attention's
+projections at batch 64 and d=512) runs on the one thread XLA calls it from; a larger one (the feed-forward
+and output products at batch 64) on as many threads as the machine has cores. Measured on 2 cores
+(docs/lab-notes/2026-12-04-int8-kernel.md): a second thread costs a one-row product 1.5-5x (starting the team),
+and pays from about 2^25 multiply-adds ([64, 512] x [512, 2048]: 1.94x XLA's dot against 1.43x on one
+thread; [64, 512] x [512, 512]: 1.28x against 1.49x). OMP_WAIT_POLICY=PASSIVE (set before the library loads,
+unless the environment says otherwise) puts those threads to sleep between products instead of spinning
+against XLA's.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from nat_jax.errors import ConfigError
 
 CHOICES = ('auto', 'onednn', 'xla')  # the setting: the kernel where it runs, the kernel (or an error), XLA's dot
 KERNEL_NAME = 'nat_int8_matmul'
-THREADED_ROWS = 16  # products of this many rows or more run on every core (see the module docstring)
+THREADED_WORK = 1 << 25  # multiply-adds from which a product runs on every core (see the module docstring)
 VNNI_FLAGS = ('avx512_vnni', 'avx_vnni', 'amx_int8')  # /proc/cpuinfo names of the exact int8 instructions
 RUNTIME_PACKAGE = 'onednn-cpu-gomp'
 EXTENSION = '_int8_onednn'  # the library setup.py builds (a shared library that Python never imports)
@@ -91,14 +94,14 @@ def pack(q: np.ndarray, transposed: bool = False) -> np.ndarray:
   return out
 
 
-def threads_for(rows: int) -> int:
-  """OpenMP threads of a product of `rows` rows: one below THREADED_ROWS, else one per core."""
-  return 1 if rows < THREADED_ROWS else max(1, os.cpu_count() or 1)
+def threads_for(m: int, k: int, n: int) -> int:
+  """OpenMP threads of a [m, k] x [k, n] product: one below THREADED_WORK multiply-adds, else one per core."""
+  return 1 if m * k * n < THREADED_WORK else max(1, os.cpu_count() or 1)
 
 
 def matmul(x, packed, n: int, threads: int = 0):
   """s8[m, k] times the packed int8 weight [k, n] -> s32[m, n] (exact), as an XLA custom call on `threads`
-  OpenMP threads (0: threads_for(m)). Under vmap (drafted decoding's rows) the mapped rows join the
+  OpenMP threads (0: threads_for(m, k, n)). Under vmap (drafted decoding's rows) the mapped rows join the
   product's rows: one call, not one per row."""
   _library()  # registers the target with XLA (once)
   return _product(n, threads)(x, packed)
@@ -112,7 +115,7 @@ def _product(n: int, threads: int):
   @jax.custom_batching.custom_vmap
   def product(x, packed):
     call = jax.ffi.ffi_call(KERNEL_NAME, jax.ShapeDtypeStruct((x.shape[0], n), jnp.int32))
-    return call(x, packed, threads=np.int64(threads or threads_for(x.shape[0])))
+    return call(x, packed, threads=np.int64(threads or threads_for(*x.shape, n)))
 
   @product.def_vmap
   def _rows(axis_size, in_batched, x, packed):  # x [B, m, k] where batched (the mapped axis first)

@@ -2,6 +2,7 @@
 row counts decoding meets and at odd sizes; one packed copy for every row count; the setting's resolution
 and its error where the kernel cannot run. On a Linux x86-64 machine with VNNI the kernel must be there:
 the README's install builds it."""
+import os
 import platform
 import sys
 
@@ -59,6 +60,14 @@ def test_a_product_inside_a_jitted_loop_equals_the_loop_over_xlas_dot():
   rng = np.random.default_rng(3)
   b = run(lambda x: jax.lax.dot_general(x, jnp.asarray(w), (((1,), (0,)), ((), ())), preferred_element_type=jnp.int32))
   np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_batch_one_products_run_on_one_thread_and_large_ones_on_every_core():
+  """Batch-1 products stay on the thread XLA calls from; from THREADED_WORK multiply-adds every core works."""
+  cores = max(1, os.cpu_count() or 1)
+  assert [onednn.threads_for(m, 512, 2048) for m in (1, 2, 8, 31)] == [1, 1, 1, 1]  # batch 1 at d=512
+  assert onednn.threads_for(64, 512, 512) == 1  # attention's projections at batch 64
+  assert [onednn.threads_for(64, 512, 2048), onednn.threads_for(64, 2048, 512)] == [cores, cores]  # the FFN
 
 
 def test_the_setting_resolves_or_says_why_the_kernel_cannot_run(monkeypatch):
