@@ -216,9 +216,13 @@ def test_size_sweep_runs_every_row_in_each_precision(tmp_path):
                            '--passes=1', '--noct2', '--rows=AT greedy,AT drafted (perfect free draft) block 4',
                            f'--json={out}'], cwd=REPO, capture_output=True, text=True, timeout=1800)
   assert result.returncode == 0, result.stderr[-3000:]
-  labels = {r['row'] for r in json.loads(out.read_text())['rows']}
-  assert labels == {'AT greedy', 'AT greedy int8', 'AT drafted (perfect free draft) block 4',
-                    'AT drafted (perfect free draft) block 4 int8'}
+  rows = {r['row']: r for r in json.loads(out.read_text())['rows']}
+  floor = 'floor: one read of the int8 weights a decoder step reads'
+  assert set(rows) == {'AT greedy', 'AT greedy int8', 'AT drafted (perfect free draft) block 4',
+                       'AT drafted (perfect free draft) block 4 int8', floor}
+  assert rows[floor]['ms_per_step'] > 0 and rows[floor]['bytes'] > 0
+  assert rows['AT greedy int8']['step_vs_floor'] == pytest.approx(rows['AT greedy int8']['ms_per_step']
+                                                                 / rows[floor]['ms_per_step'])
 
 
 @pytest.mark.slow

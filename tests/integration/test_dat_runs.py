@@ -116,7 +116,7 @@ def test_lm_of_the_training_targets_drives_dag_beam(dat_run, tmp_path):
   on = {search: decode.build_decoder(run.method, 'dag_beam', {'lm': out, 'gamma': '0.5', 'search': search},
                                      resources=Resources(run.tokenizer))[0] for search in ('host', 'device')}
   assert translate_texts(run, texts, on['host'], 4)[0] == translate_texts(run, texts, on['device'], 4)[0]
-  with pytest.raises(ConfigError, match='host or device'):
+  with pytest.raises(ConfigError, match='dag_beam needs one of auto, host, device'):
     decode.build_decoder(run.method, 'dag_beam', {'search': 'gpu'})
   with pytest.raises(ConfigError, match='nat_jax.lm'):
     decode.build_decoder(run.method, 'dag_beam', {'lm': str(tmp_path / 'none.arpa')}, resources=resources)
