@@ -40,8 +40,8 @@ kernel where it runs, nat_jax.kernels.onednn), 'int8/xla' with XLA's int8 dot. C
 process of its own (spawned, fed each batch through a pipe: about 0.1 ms a call), so that JAX's threads
 in this one never compete with its own. The floor row: the time this core takes to read the int8 weight
 bytes one decoder step reads (every decoder matrix but cross-attention's keys and values, which are read
-once per sentence, and the output projection), measured in the same passes (benchmarks.int8_product's
-read loop); each int8 AT greedy row's step is reported against it.
+once per sentence, and the output projection), measured in the same passes (benchmarks.read_floor); each
+int8 AT greedy row's step is reported against it.
 """
 from __future__ import annotations
 
@@ -58,6 +58,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import flags
+from flax import linen as nn
 
 from benchmarks.read_floor import read_once
 from benchmarks.sized_models import (
@@ -165,12 +166,13 @@ def serve_peer(conn, model_dir: str, threads: int, max_len: int):
 
 
 def step_bytes(params) -> int:
-  """Bytes of the int8 weights one decoder step reads: every decoder matrix but cross-attention's keys and
-  values (once per sentence), and the output projection (the embedding table)."""
+  """Bytes of the int8 weights one decoder step reads (one per element of the float model's matrices): every
+  decoder matrix but cross-attention's keys and values (once per sentence), and the output projection (the
+  embedding table)."""
   total = 0
-  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+  for path, leaf in jax.tree_util.tree_flatten_with_path(nn.meta.unbox(params))[0]:
     keys = [str(getattr(p, 'key', p)) for p in path]
-    if leaf.dtype not in (jnp.int8, jnp.uint8) or keys[-1] == 'embedding_packed':
+    if keys[-1] not in ('kernel', 'embedding'):
       continue
     decoder = any(k.startswith('decoder') for k in keys) and not (
         'cross_attention' in keys and ('key' in keys or 'value' in keys))
@@ -195,8 +197,8 @@ def measure_size(size: int, seqs, tokenizer, scratch: str) -> list[dict[str, Any
                                  built[recipe, dtype][2], draft, dtype)
          for dtype in FLAGS.dtypes for label, recipe, name, options, draft in rows}
   floor = None
-  if any(d.startswith('int8') for d in FLAGS.dtypes):  # the int8 XLA layout holds each matrix in k x n bytes
-    floor_bytes = step_bytes(in_dtype(built['at_bible_tiny', 'float32'][0], at_params, 'int8/xla')[1])
+  if any(d.startswith('int8') for d in FLAGS.dtypes):
+    floor_bytes = step_bytes(at_params)
     floor = read_once(floor_bytes, FLOOR_LOOP)
   encoders = {ENCODER + suffix(dtype): (built['at_bible_tiny', dtype][2], jax.jit(
       lambda p, src, m=built['at_bible_tiny', dtype][1]: decode.method_view(m, LeftToRightScorer, 'size_sweep')(

@@ -8,9 +8,8 @@
 //
 // oneDNN packs a weight for a given row count m, but into the same layout for every m (a primitive left with m
 // unknown until run time packs nothing): so one packed copy serves every batch size, and a primitive is kept
-// per (m, k, n).
+// per (m, k, n, threads).
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>

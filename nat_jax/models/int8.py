@@ -55,8 +55,12 @@ def quantize_rows(x: jax.Array) -> tuple[jax.Array, jax.Array]:
 def int8_matmul(x: jax.Array, q: jax.Array, scale: jax.Array, transposed: bool = False,
                 min_rows: int = MIN_ROWS) -> jax.Array:
   """x f32[N, K] times the int8 matrix q ([K, M], or [M, K] when `transposed`) with per-column scales
-  scale f32[M] -> f32[N, M]; rows are padded to `min_rows` for the dot and cut back after it."""
+  scale f32[M] -> f32[N, M]; rows are padded to `min_rows` for XLA's dot and cut back after it. A u8 q is the
+  matrix packed by nat_jax.kernels.onednn.pack (either way round): the oneDNN product, no padding."""
   n = x.shape[0]
+  if q.dtype == jnp.uint8:
+    xq, sx = quantize_rows(x)
+    return onednn.matmul(xq, q, scale.shape[0]).astype(jnp.float32) * sx * scale  # the same exact int32 sums
   if n < min_rows:
     x = jnp.pad(x, ((0, min_rows - n), (0, 0)))
   elif n == 1:  # (min_rows 1, for measuring) XLA widens the weight for a one-row dot: fenced with the row, which
@@ -67,25 +71,14 @@ def int8_matmul(x: jax.Array, q: jax.Array, scale: jax.Array, transposed: bool =
   return (acc.astype(jnp.float32) * sx * scale)[:n]
 
 
-def packed_matmul(x: jax.Array, packed: jax.Array, scale: jax.Array) -> jax.Array:
-  """x f32[N, K] times the int8 matrix [K, M] packed in `packed` u8[bytes] (nat_jax.kernels.onednn.pack) with
-  per-column scales scale f32[M] -> f32[N, M]: int8_matmul's result, through the oneDNN kernel."""
-  xq, sx = quantize_rows(x)
-  acc = onednn.matmul(xq, packed, scale.shape[0])  # [N, M] exact
-  return acc.astype(jnp.float32) * sx * scale
-
-
 def dense_general(x: jax.Array, q: jax.Array, scale: jax.Array, in_axes: int, min_rows: int = MIN_ROWS) -> jax.Array:
   """x [..., in...] (the last `in_axes` axes contracted) with q [in..., out...] (or its packed u8 blob: the
   output shape is then scale's) -> f32[..., out...]."""
   lead, inner = x.shape[:x.ndim - in_axes], x.shape[x.ndim - in_axes:]
   out = scale.shape
   flat = x.reshape(math.prod(lead), math.prod(inner)).astype(jnp.float32)
-  if q.dtype == jnp.uint8:
-    y = packed_matmul(flat, q, scale.reshape(-1))
-  else:
-    y = int8_matmul(flat, q.reshape(math.prod(inner), math.prod(out)), scale.reshape(-1), min_rows=min_rows)
-  return y.reshape(*lead, *out)
+  matrix = q if q.dtype == jnp.uint8 else q.reshape(math.prod(inner), math.prod(out))
+  return int8_matmul(flat, matrix, scale.reshape(-1), min_rows=min_rows).reshape(*lead, *out)
 
 
 class Int8DenseGeneral(nn.Module):

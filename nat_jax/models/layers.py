@@ -14,7 +14,7 @@ import numpy as np
 
 from nat_jax.core.masks import NEG_INF
 from nat_jax.kernels import onednn
-from nat_jax.models.int8 import Int8DenseGeneral, int8_matmul, packed_matmul
+from nat_jax.models.int8 import Int8DenseGeneral, int8_matmul
 
 Dtype = Any
 default_init = nn.initializers.xavier_uniform()
@@ -89,12 +89,9 @@ class Embed(nn.Module):
 
   def attend(self, x: jax.Array) -> jax.Array:
     """dtype[B, T, D] -> f32[B, T, V] logits against the embedding matrix."""
-    if self.int8 == 'onednn':
-      flat = packed_matmul(x.reshape(-1, x.shape[-1]).astype(jnp.float32), self.embedding_packed,
-                           self.embedding_scale)  # [B*T, V]
-      return flat.reshape(*x.shape[:-1], self.vocab_size)
     if self.int8:
-      flat = int8_matmul(x.reshape(-1, x.shape[-1]).astype(jnp.float32), self.embedding, self.embedding_scale,
+      table = self.embedding_packed if self.int8 == 'onednn' else self.embedding
+      flat = int8_matmul(x.reshape(-1, x.shape[-1]).astype(jnp.float32), table, self.embedding_scale,
                          transposed=True)  # [B*T, V]
       return flat.reshape(*x.shape[:-1], self.vocab_size)
     return jnp.einsum('btd,vd->btv', x, self.embedding.astype(self.dtype)).astype(jnp.float32)

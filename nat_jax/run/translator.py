@@ -30,6 +30,7 @@ from nat_jax import decode
 from nat_jax.data.batching import power_of_two_rows
 from nat_jax.data.sources import languages
 from nat_jax.errors import ConfigError, log
+from nat_jax.models.transformer import int8_product
 from nat_jax.run import compiled
 from nat_jax.run.resources import Resources
 from nat_jax.run.translation import on_run_devices, source_lengths, translate_texts
@@ -131,10 +132,9 @@ class Translator:
   @property
   def precision(self) -> str:
     """What the run decodes in: its dtype, and for int8 the product ('int8 (onednn kernel)', 'int8 (xla dot)')."""
-    model = self.run.config.model
-    if model.dtype != 'int8':
-      return model.dtype
-    product = model.get('int8_kernel', 'xla')
+    product = int8_product(self.run.config.model)  # '' for float weights
+    if not product:
+      return self.run.config.model.dtype
     return f'int8 ({product} {"kernel" if product == "onednn" else "dot"})'
 
   @property
