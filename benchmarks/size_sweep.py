@@ -37,8 +37,8 @@ ratio is what one verification pass costs in greedy steps.
 
 Precisions (--dtypes): int8 rows decode with the int8 product load_run picks ('int8': the packed oneDNN
 kernel where it runs, nat_jax.kernels.onednn), 'int8/xla' with XLA's int8 dot. CTranslate2 decodes in a
-process of its own (spawned, fed each batch through a pipe: about 0.1 ms a call), so that JAX's threads
-in this one never compete with its own. The floor row: the time this core takes to read the int8 weight
+process of its own (spawned, fed each batch through a pipe, which its timed calls include), so that JAX's
+threads in this one never compete with its own. The floor row: the time this core takes to read the int8 weight
 bytes one decoder step reads (every decoder matrix but cross-attention's keys and values, which are read
 once per sentence, and the output projection), measured in the same passes (benchmarks.read_floor); each
 int8 AT greedy row's step is reported against it.

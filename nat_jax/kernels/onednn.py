@@ -14,12 +14,10 @@ present. `unavailable()` names what is missing; `resolve('auto')` then takes XLA
 Threads (`threads_for`): oneDNN's GNU OpenMP build would start a team of spinning threads beside XLA's own
 pool. A product of fewer than THREADED_WORK multiply-adds (every product of batch-1 decoding, and attention's
 projections at batch 64 and d=512) runs on the one thread XLA calls it from; a larger one (the feed-forward
-and output products at batch 64) on as many threads as the machine has cores. Measured on 2 cores
-(docs/lab-notes/2026-12-04-int8-kernel.md): a second thread costs a one-row product 1.5-5x (starting the team),
-and pays from about 2^25 multiply-adds ([64, 512] x [512, 2048]: 1.94x XLA's dot against 1.43x on one
-thread; [64, 512] x [512, 512]: 1.28x against 1.49x). OMP_WAIT_POLICY=PASSIVE (set before the library loads,
-unless the environment says otherwise) puts those threads to sleep between products instead of spinning
-against XLA's.
+and output products at batch 64) on as many threads as the machine has cores: starting a thread team costs
+a small product more than it saves (the threshold is measured in docs/lab-notes/2026-12-04-int8-kernel.md).
+OMP_WAIT_POLICY=PASSIVE (set before the library loads, unless the environment says otherwise) puts those
+threads to sleep between products instead of spinning against XLA's.
 """
 from __future__ import annotations
 
