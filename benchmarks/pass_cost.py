@@ -123,7 +123,7 @@ def main(_):
       args[dtype] = (params, enc, scorer.init_cache(enc, SLOTS))
       for name, options in variants.items():
         for k in positions:
-          programs[name, dtype, k] = jax.jit(loop_program(method, k)).lower(*args[dtype]).compile(options)
+          programs[name, dtype, k] = decode.jit_decoding(loop_program(method, k)).lower(*args[dtype]).compile(options)
     outs = {key: jax.block_until_ready(fn(*args[key[1]])) for key, fn in programs.items()}
     for (name, dtype, k), out in outs.items():
       if not all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(out),

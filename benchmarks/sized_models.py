@@ -95,12 +95,12 @@ def decoder_fn(method, name: str, options: dict, draft: Optional[str], out_len: 
   its cost does not depend on it), or drafted decoding of a given draft (update='draft')."""
   if draft is not None:
     build = decode.method_view(method, LeftToRightScorer, 'sized_models')
-    return jax.jit(lambda params, src, tokens: drafted_decode(build(params), src, tokens, update='draft',
-                                                              max_len=out_len, **options))
+    return decode.jit_decoding(lambda params, src, tokens: drafted_decode(build(params), src, tokens, update='draft',
+                                                                          max_len=out_len, **options))
   options = decode.parse_options(name, {**options, **({} if name in LENGTH_FREE else {'max_len': out_len})})
   decode.check_decoder(method, name, options)
   fn, extra = decode.decode_program(method, name, options)
-  jitted = jax.jit(fn)
+  jitted = decode.jit_decoding(fn)
   return lambda params, src, tokens: jitted(params, extra, src)
 
 

@@ -27,8 +27,8 @@ import pkgutil
 
 from nat_jax.decode.options import Options
 from nat_jax.decode.registry import (DECODERS, Decoder, build_decoder, check_decoder, cuts_rows, decode_program,
-                                     decoders_for, describe_options, make_decode_fn, method_view, parse_options,
-                                     register_decoder, run_options)
+                                     decoders_for, describe_options, jit_decoding, make_decode_fn, method_view,
+                                     parse_options, register_decoder, run_options)
 from nat_jax.errors import log
 from nat_jax.views import (DecodeOutput, Graph, GraphPredictor, HybridScorer, LeftToRightScorer, MaskPredictor,
                            RunResources, WindowDrafter)

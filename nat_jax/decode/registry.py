@@ -21,6 +21,16 @@ from nat_jax.decode.options import Options, fixed_length
 from nat_jax.errors import ConfigError
 from nat_jax.views import DecodeOutput
 
+# XLA:CPU options of every decoding program. Copy insertion by region analysis lets a decoding loop write its
+# KV cache in place: with the default analysis a batch-1 loop copies every layer's keys and values at every
+# step (docs/lab-notes/2026-12-04-int8-kernel.md).
+CPU_COMPILER_OPTIONS = {'xla_cpu_copy_insertion_use_region_analysis': True}
+
+
+def jit_decoding(fn: Callable) -> Callable:
+  """jax.jit of a decoding program, with CPU_COMPILER_OPTIONS where the default backend is the CPU."""
+  return jax.jit(fn, compiler_options=CPU_COMPILER_OPTIONS if jax.default_backend() == 'cpu' else None)
+
 
 @dataclasses.dataclass(frozen=True)
 class Decoder:
@@ -190,7 +200,7 @@ def make_decode_fn(method, name: str, options: Options,
   """(params, src i32[B, S]) -> DecodeOutput, one jitted call of `decode_program` (its extra
   parameters bound) on this process's devices."""
   fn, extra = decode_program(method, name, options, resources)
-  jitted = jax.jit(fn)
+  jitted = jit_decoding(fn)
   return lambda params, src: jitted(params, extra, src)
 
 

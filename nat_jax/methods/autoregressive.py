@@ -73,7 +73,7 @@ class TransformerScorer:
     return self._apply(enc['encoded'].shape[0], num_slots, method=Transformer.init_cache)
 
   def resize_cache(self, cache, num_slots: int):
-    """Every layer's keys/values [B, H, C, Dh] and the positions [B, C] cut or padded to `num_slots`."""
+    """Every layer's keys [B, H, Dh, C] / values [B, H, C, Dh] and the positions [B, C] cut or padded to `num_slots`."""
     return Transformer.resize_cache(cache, num_slots)
 
   def step_logits(self, enc, cache, tokens, start):

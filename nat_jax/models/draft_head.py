@@ -15,7 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nat_jax.models.layers import FeedForward, default_init, layer_norm
+from nat_jax.models.layers import CACHE_SLOT_AXIS, FeedForward, default_init, layer_norm
 from nat_jax.models.transformer import DecoderLayer, TransformerConfig, residual
 
 
@@ -47,7 +47,8 @@ class DraftHead(nn.Module):
     return [layer.cross_kv(encoded) for layer in self.layers]
 
   def memory_kv(self, states):
-    """Per head layer, the self-attention keys/values {'k','v': [N, H, P, Dh]} of verifier states [N, P, D]."""
+    """Per head layer, the self-attention keys/values of verifier states [N, P, D] (Attention.project_kv's
+    layout: {'k': [N, H, Dh, P], 'v': [N, H, P, Dh]})."""
     x = self.adapt(states)
     return [layer.self_attention.project_kv(layer.norm_self(x)) for layer in self.layers]
 
@@ -67,8 +68,9 @@ class DraftHead(nn.Module):
     for i, layer in enumerate(self.layers):
       cache, start, mask = None, None, window_mask
       if memory is not None:  # the window's keys go after the P memory slots
-        size = memory[i]['k'].shape[2]
-        cache = {name: jnp.pad(kv, ((0, 0), (0, 0), (0, w), (0, 0))) for name, kv in memory[i].items()}
+        size = memory[i]['v'].shape[CACHE_SLOT_AXIS['v']]
+        cache = {name: jnp.pad(kv, [(0, w if axis == CACHE_SLOT_AXIS[name] else 0) for axis in range(kv.ndim)])
+                 for name, kv in memory[i].items()}
         start = size
         mask = jnp.concatenate([jnp.broadcast_to(memory_visible[:, None, :], (n, w, size)), window_mask], axis=2)
       x, _ = layer(x, mask, encoded, cross_mask, deterministic=deterministic, positions=positions,

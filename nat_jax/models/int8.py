@@ -18,7 +18,8 @@ Two products compute the same int32 sums (PRODUCTS): 'xla', XLA's int8 dot over 
 'onednn', a packed int8 kernel called through jax.ffi (nat_jax.kernels.onednn, x86-64 CPUs with VNNI), which
 reads each weight from a u8 blob packed once at load (`quantize_params`) in place of the int8 matrix, and
 needs no row padding. The layout of the params follows the product: 'kernel' int8 [in..., out...] or u8[bytes];
-the embedding keeps its int8 table for lookups and adds 'embedding_packed' for the output projection.
+the embedding keeps its int8 table for lookups and adds 'embedding_packed' for the output projection. Either
+way a self-attention's query, key and value matrices are one matrix (FUSED), one product per step.
 """
 from __future__ import annotations
 
@@ -111,6 +112,9 @@ class Int8DenseGeneral(nn.Module):
 
 
 SCALES = {'kernel': 'scale', 'embedding': 'embedding_scale'}  # an int8 leaf's scale, beside it
+# A module of the int8 model that a float run holds as several (layers.Attention's 'qkv'): its leaves are theirs
+# stacked on a new axis after the input axes of a kernel (one for these), first for the rest (a bias).
+FUSED = {'qkv': ('query', 'key', 'value')}
 
 
 def quantize_params(params: Any, target: Any) -> Any:
@@ -118,8 +122,10 @@ def quantize_params(params: Any, target: Any) -> Any:
   `target` quantized from the float leaf at the same path, its scale beside it ('kernel' -> 'scale':
   the leading axes are the input; 'embedding' -> 'embedding_scale': one scale per row); a u8 leaf is that
   int8 matrix packed for the oneDNN product, once, here ('kernel'; 'embedding_packed': the embedding as the
-  output projection, [V, D] read as [D, V]); the rest as is."""
+  output projection, [V, D] read as [D, V]); a module named in FUSED from the float modules it stacks; the rest
+  as is."""
   floats = {_keys(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
+  floats.update(_fused(floats, {_keys(path) for path, _ in jax.tree_util.tree_flatten_with_path(target)[0]}))
   specs = {_keys(path): spec for path, spec in jax.tree_util.tree_flatten_with_path(target)[0]}
   out = {}
   for keys, spec in specs.items():
@@ -136,6 +142,18 @@ def quantize_params(params: Any, target: Any) -> Any:
       out[keys] = jnp.asarray(onednn.pack(np.asarray(q).reshape(rows, -1), transposed=name == 'embedding'))
   pick = lambda keys: out[keys] if keys in out else floats[keys]
   return jax.tree_util.tree_map_with_path(lambda path, _: pick(_keys(path)), target)
+
+
+def _fused(floats: dict, wanted: set) -> dict:
+  """The float leaves of the FUSED modules that `wanted` (a target's leaf paths) holds, stacked from `floats`."""
+  out = {}
+  for keys in wanted:
+    parts = FUSED.get(keys[-2]) if len(keys) > 1 else None
+    leaf = 'kernel' if keys[-1] in ('kernel', 'scale') else keys[-1]  # a scale is quantized from the kernel
+    if parts and keys[:-1] + (leaf,) not in out:
+      out[keys[:-1] + (leaf,)] = jnp.stack([floats[keys[:-2] + (part, leaf)] for part in parts],
+                                           axis=1 if leaf == 'kernel' else 0)
+  return out
 
 
 def _keys(path) -> tuple:

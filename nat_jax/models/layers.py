@@ -108,7 +108,10 @@ class Attention(nn.Module):
 
   Relative keys: logits_ij = q_i . (k_j + r[clip(p_j - p_i, -w, w)]) / sqrt(d_head), where p are
   the positions actually fed (so Skip-AT's 0, k, 2k, ... give the true distances). `int8` (a product of
-  nat_jax.models.int8.PRODUCTS): the four projections in int8; attention itself stays in `dtype`.
+  nat_jax.models.int8.PRODUCTS): the four projections in int8; attention itself stays in `dtype`. `fuse_qkv`
+  (self-attention, where queries, keys and values are projections of one input): in int8 the three are one
+  product of one matrix [D, 3, H, Dh] ('qkv', stacked from the float run's 'query', 'key' and 'value' at load:
+  nat_jax.models.int8.FUSED), so a step quantizes its input once and calls one product instead of three.
   """
   num_heads: int
   d_model: int
@@ -117,12 +120,13 @@ class Attention(nn.Module):
   dtype: Dtype = jnp.float32
   int8: str = ''
   use_bias: bool = False  # biases on the four projections (Marian)
+  fuse_qkv: bool = False  # int8: one product for queries, keys and values (self-attention; see above)
 
   def setup(self):
     h, dh, bias = self.num_heads, self.d_model // self.num_heads, self.use_bias
     if self.int8:
-      proj = lambda: Int8DenseGeneral((h, dh), (self.d_model,), ('embed', 'heads', 'kv'), use_bias=bias,
-                                      dtype=self.dtype, product=self.int8)
+      proj = lambda heads=(h, dh), axes=('heads', 'kv'): Int8DenseGeneral(
+          heads, (self.d_model,), ('embed', *axes), use_bias=bias, dtype=self.dtype, product=self.int8)
       self.out = Int8DenseGeneral((self.d_model,), (h, dh), ('heads', 'kv', 'embed'), use_bias=bias, dtype=self.dtype,
                                   product=self.int8)
     else:
@@ -133,7 +137,10 @@ class Attention(nn.Module):
       self.out = nn.DenseGeneral(features=self.d_model, axis=(-2, -1), dtype=self.dtype, use_bias=bias,
                                  kernel_init=nn.with_logical_partitioning(default_init, ('heads', 'kv', 'embed')),
                                  bias_init=nn.with_logical_partitioning(zeros, ('embed',)))
-    self.query, self.key, self.value = proj(), proj(), proj()
+    if self.int8 and self.fuse_qkv:
+      self.qkv = proj((3, h, dh), (None, 'heads', 'kv'))
+    else:
+      self.query, self.key, self.value = proj(), proj(), proj()
     if self.relative_window:
       self.relative_keys = self.param(
           'relative_keys', nn.with_logical_partitioning(nn.initializers.normal(0.02), ('relpos', 'kv')),
@@ -141,30 +148,49 @@ class Attention(nn.Module):
     self.attn_dropout = nn.Dropout(self.dropout)
 
   def project_kv(self, x_kv):
-    """Keys/values of x_kv [B, Tk, D] -> {'k','v': [B, H, Tk, Dh]} (the cross-attention cache).
+    """Keys/values of x_kv [B, Tk, D] -> {'k': [B, H, Dh, Tk], 'v': [B, H, Tk, Dh]} (the cross-attention cache).
 
-    Head-major, as the KV cache: a decoding step then multiplies each head's query against a
-    contiguous [Tk, Dh] block instead of transposing the whole cache every step."""
-    return {'k': jnp.swapaxes(self.key(x_kv), 1, 2), 'v': jnp.swapaxes(self.value(x_kv), 1, 2)}
+    The layouts of the KV cache (CACHE_SLOT_AXIS): a decoding step multiplies each head's query by a contiguous
+    [Dh, Tk] block of keys and its weights by a [Tk, Dh] block of values, so nothing of the cache is moved per
+    step (keys stored [Tk, Dh], XLA:CPU transposes every head's keys for the query's product at every step)."""
+    if self.int8 and self.fuse_qkv:
+      return self.project_qkv(x_kv)[1]
+    return cache_layout(self.key(x_kv), self.value(x_kv))
+
+  def project_qkv(self, x):
+    """x [B, T, D] -> (queries [B, T, H, Dh], `project_kv`'s keys/values of x)."""
+    if self.int8 and self.fuse_qkv:
+      qkv = self.qkv(x)  # [B, T, 3, H, Dh]
+      return qkv[:, :, 0], cache_layout(qkv[:, :, 1], qkv[:, :, 2])
+    return self.query(x), self.project_kv(x)
 
   def __call__(self, x_q, x_kv, mask, *, deterministic: bool, q_pos=None, kv_pos=None,
                cache: Optional[dict] = None, cache_start=None, precomputed_kv=None):
     """Attend x_q [B, Tq, D] to x_kv [B, Tk, D] under bool mask [B, Tq, Tk'] (True = may attend).
 
-    With `cache` ({'k','v': [B, H, C, Dh]}) the new keys/values are written at slots
-    [cache_start, cache_start + Tk) and the queries attend over all C slots (mask is [B, Tq, C],
-    kv_pos then gives the positions of all C slots). With `precomputed_kv` (the cross-attention
-    cache, `project_kv`'s) x_kv is ignored. Returns (out [B, Tq, D], cache).
+    With `cache` (`project_kv`'s layout over C slots: {'k': [B, H, Dh, C], 'v': [B, H, C, Dh]}) the new
+    keys/values go to slots [cache_start, cache_start + Tk) (Tk = Tq; a start past C - Tk is moved back, as
+    dynamic_update_slice does) and the queries attend over all C slots (mask is [B, Tq, C], kv_pos then gives
+    the positions of all C slots). The step reads the cache as it was and its own keys/values apart, and writes
+    them last, so XLA can update the cache in place. With `precomputed_kv` (the cross-attention cache,
+    `project_kv`'s) x_kv is ignored. Returns (out [B, Tq, D], cache).
     """
     dh = self.d_model // self.num_heads
-    q = self.query(x_q)  # [B, Tq, H, Dh]
-    kv = precomputed_kv if precomputed_kv is not None else self.project_kv(x_kv)
-    k, v = kv['k'], kv['v']  # [B, H, Tk, Dh]
-    if cache is not None:
-      k = jax.lax.dynamic_update_slice_in_dim(cache['k'], k.astype(cache['k'].dtype), cache_start, axis=2)
-      v = jax.lax.dynamic_update_slice_in_dim(cache['v'], v.astype(cache['v'].dtype), cache_start, axis=2)
-      cache = {'k': k, 'v': v}
-    logits = jnp.einsum('bqhd,bhkd->bhqk', q, k.astype(self.dtype)).astype(jnp.float32)  # [B, H, Tq, Tk]
+    if self.fuse_qkv:  # self-attention: the three projections of one input
+      if x_kv is not x_q or precomputed_kv is not None:
+        raise ValueError('Attention(fuse_qkv=True) is self-attention: call it with x_kv = x_q and no precomputed_kv.')
+      q, kv = self.project_qkv(x_q)  # [B, Tq, H, Dh]
+    else:
+      q = self.query(x_q)
+      kv = precomputed_kv if precomputed_kv is not None else self.project_kv(x_kv)
+    k, v = kv['k'], kv['v']  # [B, H, Dh, Tk], [B, H, Tk, Dh]
+    if cache is None:
+      logits = jnp.einsum('bqhd,bhdk->bhqk', q, k.astype(self.dtype)).astype(jnp.float32)  # [B, H, Tq, Tk]
+    else:
+      slots, start = cached_slots(cache, q.shape[1], cache_start)
+      logits = jax.lax.dynamic_update_slice_in_dim(  # the cache as it was, then the new keys at their slots
+          jnp.einsum('bqhd,bhdk->bhqk', q, cache['k'].astype(self.dtype)).astype(jnp.float32),  # [B, H, Tq, C]
+          block_scores(q, k), start, axis=3)
     if self.relative_window:
       dist = relative_buckets(q_pos, kv_pos, self.relative_window)  # [B, Tq, Tk]
       q_rel = jnp.einsum('bqhd,rd->bhqr', q.astype(jnp.float32), self.relative_keys)  # [B, H, Tq, 2w+1]
@@ -172,8 +198,48 @@ class Attention(nn.Module):
     logits = jnp.where(mask[:, None], logits / np.sqrt(dh), NEG_INF)
     weights = jax.nn.softmax(logits, axis=-1)
     weights = self.attn_dropout(weights, deterministic=deterministic).astype(self.dtype)
-    out = jnp.einsum('bhqk,bhkd->bqhd', weights, v.astype(self.dtype))  # [B, Tq, H, Dh]
+    if cache is None:
+      out = jnp.einsum('bhqk,bhkd->bqhd', weights, v.astype(self.dtype))  # [B, Tq, H, Dh]
+    else:
+      new = jax.lax.dynamic_slice_in_dim(weights, start, q.shape[1], axis=3)  # [B, H, Tq, Tq]: on the new slots
+      old = jnp.where(slots, 0, weights)  # [B, H, Tq, C]: on the rest of the cache
+      out = (jnp.einsum('bhqk,bhkd->bqhd', old, cache['v'].astype(self.dtype))
+             + block_values(new, v.astype(self.dtype)))  # [B, Tq, H, Dh]
+      cache = {name: jax.lax.dynamic_update_slice_in_dim(cache[name], new_kv.astype(cache[name].dtype), start,
+                                                         axis=CACHE_SLOT_AXIS[name])
+               for name, new_kv in (('k', k), ('v', v))}
     return self.out(out), cache
+
+
+# The slot axis of each KV cache leaf (Attention.project_kv's layout): keys [B, H, Dh, C], values [B, H, C, Dh].
+CACHE_SLOT_AXIS = {'k': 3, 'v': 2}
+
+
+def cache_layout(k: jax.Array, v: jax.Array) -> dict:
+  """Projected keys and values [B, T, H, Dh] -> {'k': [B, H, Dh, T], 'v': [B, H, T, Dh]} (CACHE_SLOT_AXIS)."""
+  return {'k': jnp.transpose(k, (0, 2, 3, 1)), 'v': jnp.swapaxes(v, 1, 2)}
+
+
+def cached_slots(cache: dict, tq: int, cache_start) -> tuple[jax.Array, jax.Array]:
+  """(bool[C]: the slots that Tq new keys overwrite, i32[]: the first of them) in a cache of C slots."""
+  size = cache['v'].shape[CACHE_SLOT_AXIS['v']]
+  start = jnp.clip(cache_start, 0, size - tq)  # where dynamic_update_slice puts them
+  return (jnp.arange(size) >= start) & (jnp.arange(size) < start + tq), start
+
+
+def block_scores(q: jax.Array, k: jax.Array) -> jax.Array:
+  """q [B, Tq, H, Dh] . k [B, H, Dh, Tq] -> f32[B, H, Tq, Tq], as products summed in one fused loop.
+
+  A step's queries against its own keys: as a dot these are B x H products of Tq rows, mostly call overhead,
+  and reading the keys before they are written lets XLA update the cache in place (Attention.__call__)."""
+  qh = jnp.swapaxes(q, 1, 2).astype(jnp.float32)  # [B, H, Tq, Dh]
+  kh = jnp.swapaxes(k, 2, 3).astype(jnp.float32)  # [B, H, Tq, Dh]
+  return jnp.sum(qh[:, :, :, None, :] * kh[:, :, None, :, :], axis=-1)
+
+
+def block_values(weights: jax.Array, v: jax.Array) -> jax.Array:
+  """weights [B, H, Tq, Tq] times the step's own values v [B, H, Tq, Dh] -> [B, Tq, H, Dh] (block_scores' way)."""
+  return jnp.swapaxes(jnp.sum(weights[..., None] * v[:, :, None], axis=3), 1, 2)
 
 
 class FeedForward(nn.Module):

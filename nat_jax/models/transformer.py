@@ -18,6 +18,7 @@ from nat_jax.errors import ConfigError
 from nat_jax.models.int8 import PRODUCTS
 from nat_jax.models.layers import (
     ACTIVATIONS,
+    CACHE_SLOT_AXIS,
     LAYER_NORM_EPSILON,
     POSITION_TIMESCALES,
     Attention,
@@ -113,7 +114,7 @@ class EncoderLayer(nn.Module):
   def setup(self):
     c = self.cfg
     self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype, int8=c.int8,
-                                    use_bias=c.attention_bias)
+                                    use_bias=c.attention_bias, fuse_qkv=True)
     self.ffn = feed_forward(c)
     self.norm_attention = layer_norm('norm_attention', c.dtype, c.layer_norm_epsilon)
     self.norm_ffn = layer_norm('norm_ffn', c.dtype, c.layer_norm_epsilon)
@@ -135,7 +136,7 @@ class DecoderLayer(nn.Module):
   def setup(self):
     c = self.cfg
     self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, c.relative_window, c.dtype, c.int8,
-                                    c.attention_bias)
+                                    c.attention_bias, fuse_qkv=True)
     self.cross_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype, int8=c.int8,
                                      use_bias=c.attention_bias)
     self.ffn = feed_forward(c)
@@ -292,14 +293,16 @@ class Transformer(nn.Module):
     return pooled @ self.length_embed.T  # [B, C]
 
   def precompute_cross(self, encoded):
-    """Per decoder layer, the encoder keys/values {'k','v': [B, H, S, Dh]}: computed once per sentence."""
+    """Per decoder layer, the encoder keys/values ({'k': [B, H, Dh, S], 'v': [B, H, S, Dh]}): once per sentence."""
     return [layer.cross_kv(encoded) for layer in self.decoder_layers]
 
   def init_cache(self, batch: int, num_slots: int):
-    """Empty self-attention cache of `num_slots` slots per layer, head-major (+ the position of every slot)."""
+    """Empty self-attention cache of `num_slots` slots per layer in Attention.project_kv's layout (keys
+    [B, H, Dh, C], values [B, H, C, Dh]), and the position of every slot."""
     c = self.cfg
-    zeros = jnp.zeros((batch, c.num_heads, num_slots, c.d_model // c.num_heads), c.dtype)  # [B, H, C, Dh]
-    return {'layers': [{'k': zeros, 'v': zeros} for _ in self.decoder_layers],
+    b, h, dh = batch, c.num_heads, c.d_model // c.num_heads
+    return {'layers': [{'k': jnp.zeros((b, h, dh, num_slots), c.dtype), 'v': jnp.zeros((b, h, num_slots, dh), c.dtype)}
+                       for _ in self.decoder_layers],
             'positions': jnp.zeros((batch, num_slots), jnp.int32)}
 
   @staticmethod
@@ -309,7 +312,8 @@ class Transformer(nn.Module):
       if num_slots <= x.shape[axis]:
         return jax.lax.slice_in_dim(x, 0, num_slots, axis=axis)
       return jnp.pad(x, [(0, num_slots - x.shape[axis]) if a == axis else (0, 0) for a in range(x.ndim)])
-    return {'layers': [{name: resize(kv, 2) for name, kv in layer.items()} for layer in cache['layers']],
+    return {'layers': [{name: resize(kv, CACHE_SLOT_AXIS[name]) for name, kv in layer.items()}
+                       for layer in cache['layers']],
             'positions': resize(cache['positions'], 1)}
 
   def __call__(self, src, tokens, positions, self_mask, *, deterministic: bool = True, directions=None,

@@ -40,6 +40,32 @@ def test_cached_decoding_equals_full_recomputation(corpus, pre_norm, relative_wi
   np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, atol=2e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize('tq,start', [(1, 0), (1, 5), (3, 2), (3, 5)])  # (3, 5): past C - Tq, moved back to 3
+def test_cached_attention_is_attention_over_the_cache_it_writes(tq, start):
+  """A step reads the cache as it was and its own keys apart (Attention.__call__): it must equal plain attention
+  over the cache with the new keys/values written where dynamic_update_slice puts them, and return that cache."""
+  attn = Attention(num_heads=2, d_model=8)
+  rng = np.random.default_rng(3)
+  x = jnp.asarray(rng.normal(size=(2, tq, 8)), jnp.float32)
+  slots = 6
+  mask = jnp.asarray(rng.random((2, tq, slots)) < 0.7).at[:, :, 0].set(True)  # [B, Tq, C]
+  params = attn.init(jax.random.PRNGKey(0), x, x, mask[:, :, :tq], deterministic=True)
+  cache = {'k': jnp.asarray(rng.normal(size=(2, 2, 4, slots)), jnp.float32),  # [B, H, Dh, C]
+           'v': jnp.asarray(rng.normal(size=(2, 2, slots, 4)), jnp.float32)}  # [B, H, C, Dh]
+  out, written = attn.apply(params, x, x, mask, deterministic=True, cache=cache, cache_start=jnp.int32(start))
+
+  new = attn.apply(params, x, method=Attention.project_kv)
+  at = min(start, slots - tq)
+  expected = {'k': np.asarray(cache['k']).copy(), 'v': np.asarray(cache['v']).copy()}
+  expected['k'][..., at:at + tq] = new['k']
+  expected['v'][:, :, at:at + tq] = new['v']
+  reference, _ = attn.apply(params, x, None, mask, deterministic=True,
+                            precomputed_kv={name: jnp.asarray(kv) for name, kv in expected.items()})
+  for name in ('k', 'v'):
+    np.testing.assert_array_equal(written[name], expected[name])
+  np.testing.assert_allclose(out, reference, atol=1e-5, rtol=1e-5)
+
+
 def test_sinusoidal_positions_formula_and_negative_positions():
   pos = jnp.array([-3, -1, 0, 1, 3])
   emb = np.asarray(sinusoidal_positions(pos, 8))
