@@ -3,9 +3,10 @@
 JAX initialises every installed plugin on first use. Where the TPU compiler (libtpu) and the CUDA plugin
 are installed without the hardware (the `aot` extra, which the test requirements install, puts both on
 any machine so that nat_jax.aot can compile for TPUs and GPUs), that search prints a CUDA traceback and
-libtpu's start-up log on stderr before any work. `use_cpu_where_no_accelerator()` (`import nat_jax` calls
-it, before anything of ours imports JAX) sets JAX_PLATFORMS=cpu when no accelerator is visible and the
-user did not choose, and imports JAX with the CUDA plugin's import-time log lines dropped. Compiling for
+libtpu's start-up log on stderr before any work. `use_cpu_where_no_accelerator()` (a command line's entry
+point calls it, nat_jax.commands.launch, before anything of ours imports JAX; importing nat_jax does not) sets
+JAX_PLATFORMS=cpu when no accelerator is visible and the user did not choose, and imports JAX with the CUDA
+plugin's import-time log lines dropped. Compiling for
 a TPU or a GPU still works: nat_jax.aot builds compile-only devices for them.
 """
 from __future__ import annotations

@@ -6,13 +6,12 @@ mapping is faulted in 4 KiB page by page. GLIBC_TUNABLES=glibc.malloc.hugetlb=1 
 malloc ask for transparent huge pages (madvise): far fewer faults and faster steps, the same training
 results (measured: docs/lab-notes/2026-11-21-at-tiny.md).
 
-glibc reads its tunables when a process starts, so `python -m nat_jax.<command>` and
-`python -m benchmarks.<name>` re-execute themselves once with the tunable added, before any of
-their modules (or JAX) is imported: `nat_jax/__init__.py` calls `reexec_command_line()` while
-Python is still locating the `-m` module. The installed console scripts (`nat-jax-train`, ...)
-re-execute from their `console()`, before JAX allocates anything. Nothing happens when the tunable is already set, on
-other systems (macOS, musl, Windows, glibc < 2.35), when transparent huge pages are disabled
-('never'), or with NAT_JAX_HUGEPAGES=0 in the environment. Importing nat_jax as a library never
+glibc reads its tunables when a process starts, so the command lines (`python -m nat_jax.<command>`, the
+`nat-jax-<command>` console scripts) re-execute themselves once with the tunable added, from their entry point
+(nat_jax.commands.launch) before the command's modules (or JAX) are imported; `python -m benchmarks.<name>`
+re-executes from `cli.run_command`, after its imports, before JAX allocates anything. Nothing happens when the
+tunable is already set, on other systems (macOS, musl, Windows, glibc < 2.35), when transparent huge pages are
+disabled ('never'), or with NAT_JAX_HUGEPAGES=0 in the environment. Importing nat_jax as a library never
 re-executes anything.
 """
 from __future__ import annotations
@@ -97,5 +96,6 @@ def reexec_command_line():
 
 
 if __name__ == '__main__':  # python -m nat_jax.hugepages: what this machine's command lines run with
+  reexec_command_line()  # as a command line's entry point does (nat_jax.commands.launch)
   print(f'GLIBC_TUNABLES={os.environ.get("GLIBC_TUNABLES", "")!r} glibc={glibc_version()} '
         f'transparent_hugepages={transparent_hugepages_enabled()}')

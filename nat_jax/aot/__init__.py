@@ -10,7 +10,7 @@ cost and collective figures (which benchmarks/roofline.py projects onto the chip
   programs.py  a recipe's programs built abstractly on a target's mesh (train, eval, decode, units)
   analysis.py  compile one program; memory, cost, collectives, host callbacks and transfers
   report.py    compile a recipe's programs, search a batch that fits, tables and JSON
-  (the command line: nat_jax/commands/aot.py, run as `python -m nat_jax.aot` by the package's import hook)
+  (the command line: nat_jax/commands/aot.py, run as `python -m nat_jax.aot` by this package's __main__.py)
 
 This package imports nothing at import time, so `python -m nat_jax.aot` can choose JAX's platform
 before JAX loads.

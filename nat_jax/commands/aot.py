@@ -107,7 +107,7 @@ def main(argv, decoder_options: dict[str, str]):  # decoder_options: for the cho
 
 
 # `nat-jax-aot`, `python -m nat_jax.aot`: not re-executed for huge pages (it compiles, it does not train)
-console = cli.command(COMMAND_FLAGS, main, decoder_options=True, tuned=False)
+console = cli.command(COMMAND_FLAGS, main, decoder_options=True)
 
 
 if __name__ == '__main__':

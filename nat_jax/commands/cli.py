@@ -23,8 +23,8 @@ from absl import app, flags
 from absl import logging as absl_logging
 from ml_collections import config_flags
 
-from nat_jax import hugepages
-from nat_jax.commands.names import command_names
+from nat_jax.commands.launch import prepare_process
+from nat_jax.commands.names import COMMAND_NAMES
 from nat_jax.errors import ConfigError, NatJaxError, Stopped, setup_logging
 from nat_jax.files import TMP_SUFFIX
 from nat_jax.kernels import onednn
@@ -76,7 +76,9 @@ def os_error_message(e: OSError) -> str:
 def run_command(main: Callable[..., Any], decoder_options: bool = False, command_flags: Sequence['Flag'] = ()):
   """Runs a command line's `main` under absl: with `decoder_options`, `--decoder.<opt>=<v>` taken out of
   argv and given to `main(argv, {opt: value string})`; flags parsed by `parse_flags` and checked against
-  `command_flags` (`check_flags`) before any work, and every user-caused error turned into `fail`."""
+  `command_flags` (`check_flags`) before any work, and every user-caused error turned into `fail`. The process is
+  a command line's (`launch.prepare_process`: a no-op where the command's entry point did it already)."""
+  prepare_process()
   argv, found = sys.argv, None
   if decoder_options:
     try:
@@ -273,14 +275,12 @@ def check_flags(command_flags: Sequence[Flag], flag_values: flags.FlagValues = f
       raise ConfigError(problem)
 
 
-def command(command_flags: Sequence[Flag], main: Callable[..., Any], decoder_options: bool = False,
-            tuned: bool = True) -> Callable[[], None]:
-  """A command line's `console()` (its console script, and what `python -m` runs): the tuned process
-  (nat_jax.hugepages, unless `tuned` is False), its flags, and `main` under `run_command` (with
-  `decoder_options`: `main(argv, {opt: value string})` of the `--decoder.<opt>=<v>` flags)."""
+def command(command_flags: Sequence[Flag], main: Callable[..., Any],
+            decoder_options: bool = False) -> Callable[[], None]:
+  """A command line's `console()` (what its console script and `python -m` run, through nat_jax.commands.launch):
+  its flags, and `main` under `run_command` (with `decoder_options`: `main(argv, {opt: value string})` of the
+  `--decoder.<opt>=<v>` flags)."""
   def console():
-    if tuned:
-      hugepages.reexec_command_line()
     define_flags(command_flags)
     run_command(main, decoder_options, command_flags)
   return console
@@ -309,7 +309,7 @@ def settings_from_flags(settings_type: type, flag_values: flags.FlagValues = fla
   return settings_type(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}, **others)
 
 
-COMMANDS = command_names()  # each a console script of nat_jax.commands.<name> (pyproject.toml)
+COMMANDS = COMMAND_NAMES  # each nat_jax.commands.<name>, launched by nat_jax/<name>.py (names.py)
 
 
 def every_flag() -> dict[str, tuple[Flag, ...]]:

@@ -1,21 +1,7 @@
-"""The command lines: one per console script of nat_jax that runs `nat_jax.commands.<name>:console`
-(pyproject.toml's [project.scripts]). A new command is its module here plus that line; its `python -m
-nat_jax.<name>` alias (nat_jax/__init__.py), its place in the command-line reference and the fuzzer follow.
-Kept light: the package imports it to resolve `python -m nat_jax.<name>` before anything heavy loads."""
-from __future__ import annotations
-
-import functools
-import importlib.metadata
-
-PACKAGE = 'nat_jax.commands.'
-
-
-@functools.lru_cache(maxsize=1)
-def command_names() -> tuple[str, ...]:
-  """The commands (the installed console scripts of this package: `pip install -e .` again after adding one)."""
-  names = []
-  for entry in importlib.metadata.entry_points(group='console_scripts'):
-    module, _, attr = entry.value.partition(':')
-    if module.startswith(PACKAGE) and attr.strip() == 'console' and module[len(PACKAGE):] not in names:
-      names.append(module[len(PACKAGE):])
-  return tuple(names)
+"""The command lines, in the order the reference lists them: each a module nat_jax.commands.<name> with a
+`console()`, the one-line module nat_jax/<name>.py (aot's: nat_jax/aot/__main__.py) that `python -m
+nat_jax.<name>` runs and that launches it (nat_jax.commands.launch), and the console script `nat-jax-<name>`
+naming that module in pyproject.toml (tests/unit/test_layers.py checks the four agree). Kept light, with no
+installed metadata read: a checkout on PYTHONPATH has the same commands as an installed package."""
+COMMAND_NAMES = ('train', 'translate', 'evaluate', 'distill', 'benchmark', 'dagviz', 'ddgviz', 'export', 'convert',
+                 'lm', 'serve', 'aot')

@@ -240,3 +240,19 @@ def test_a_signal_mid_translation_leaves_no_output_and_one_error_line(trained_ru
   assert error_lines(stderr) == [f'error: stopped by {sig.name}: no output was left half-written; rerun the same '
                                  'command.'], stderr[-2000:]
   assert 'Traceback' not in stderr and os.listdir(tmp_path) == ['in.txt']
+
+
+def test_importing_nat_jax_does_nothing_to_the_process():
+  """`import nat_jax` leaves JAX's configuration, sys.meta_path and the process as they were (the command lines
+  set their process up in their entry point); a command still runs as `python -m` from the checkout alone."""
+  probe = ('import sys; before = list(sys.meta_path); import nat_jax; light = "jax" not in sys.modules; import jax; '
+           'print(jax.config.jax_platforms, sys.meta_path == before, light)')
+  env = {k: v for k, v in os.environ.items() if k not in ('JAX_PLATFORMS', 'GLIBC_TUNABLES')}
+  plain = subprocess.run([sys.executable, '-c', probe.replace('import nat_jax;', '')], cwd=REPO,
+                         env=env, capture_output=True, text=True, timeout=120)
+  ours = subprocess.run([sys.executable, '-c', probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+  assert ours.returncode == 0 and ours.stdout == plain.stdout, (ours.stdout, plain.stdout, ours.stderr[-2000:])
+  assert ours.stdout.split()[1:] == ['True', 'True']
+  helped = subprocess.run([sys.executable, '-m', 'nat_jax.translate', '--help'], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, 'PYTHONPATH': REPO})
+  assert helped.returncode == 0 and '--workdir' in helped.stdout + helped.stderr, helped.stderr[-2000:]

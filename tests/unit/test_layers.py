@@ -30,7 +30,8 @@ LAYERS = {
     'nat_jax.viz': 5,  # the DAG and decoding-graph pictures
     'nat_jax.aot': 7,  # compiles training's own jitted steps and the decoders for other devices
     'nat_jax.commands': 8,  # the command lines, each over the libraries; none imports another
-    'nat_jax': 9,  # the package itself and its `python -m nat_jax.<command>` import hook
+    'nat_jax': 9,  # the package itself and the command lines' one-line modules (nat_jax/train.py, ...)
+    'nat_jax.aot.__main__': 9,  # aot's one-line module
 }
 
 
@@ -155,7 +156,8 @@ def test_the_seam_loads_no_decoder_and_no_method():
   assert out.returncode == 0 and out.stdout.strip() == '[]', (out.stdout, out.stderr[-2000:])
 
 
-COMMAND_HELPERS = ('nat_jax.commands.cli', 'nat_jax.commands.measuring', 'nat_jax.commands.names')  # not commands
+COMMAND_HELPERS = ('nat_jax.commands.cli', 'nat_jax.commands.launch', 'nat_jax.commands.measuring',
+                   'nat_jax.commands.names')  # not commands
 
 
 def test_no_command_imports_another():
@@ -168,16 +170,23 @@ def test_no_command_imports_another():
   assert not crossings, 'commands importing commands:\n' + '\n'.join(crossings)
 
 
-def test_top_level_holds_the_rooms_and_a_few_leaves():
-  """nat_jax/ holds subpackages (the rooms) and a few leaf modules (views.py: the seam); no file per command."""
+def test_top_level_holds_the_rooms_a_few_leaves_and_one_line_per_command():
+  """nat_jax/ holds subpackages (the rooms), a few leaf modules (views.py: the seam) and each command's one-line
+  module (`python -m nat_jax.<command>`), which launches it and holds nothing else."""
+  from nat_jax.commands.cli import COMMANDS
   leaves = {'__init__', 'backends', 'errors', 'files', 'hugepages', 'settings', 'views'}
+  aliases = set(COMMANDS) - {'aot'}  # aot is a room: its aot/__main__.py
   top = {name[:-3] for name in os.listdir(PACKAGE) if name.endswith('.py')}
-  assert top == leaves, sorted(top ^ leaves)
+  assert top == leaves | aliases, sorted(top ^ (leaves | aliases))
+  for name in aliases | {'aot.__main__'}:
+    tree = ast.parse(open(os.path.join(PACKAGE, *name.split('.')) + '.py', encoding='utf-8').read())
+    calls = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    assert calls == [f"launch('{name.split('.')[0]}')", 'console()'], (name, calls)
 
 
 def test_every_console_script_is_a_command_and_runs_as_python_m():
   """The commands are the package's console scripts (pyproject.toml), each a module of nat_jax.commands with a
-  console(); `python -m nat_jax.<command>` resolves to an alias that runs it, for those names only."""
+  console(), launched by the one-line module the script names, which `python -m nat_jax.<command>` runs."""
   import importlib.util
   import pkgutil
   import tomllib
@@ -186,14 +195,14 @@ def test_every_console_script_is_a_command_and_runs_as_python_m():
   from nat_jax.commands.cli import COMMANDS
   with open(os.path.join(REPO, 'pyproject.toml'), 'rb') as f:
     scripts = tomllib.load(f)['project']['scripts']
-  assert sorted(COMMANDS) == sorted(v.split(':')[0].rsplit('.', 1)[1] for v in scripts.values())
-  assert scripts == {f'nat-jax-{name}': f'nat_jax.commands.{name}:console' for name in COMMANDS}
+  assert scripts == {f'nat-jax-{name}': f'nat_jax.{name}{".__main__" if name == "aot" else ""}:console'
+                     for name in COMMANDS}
   helpers = {m.name for m in pkgutil.iter_modules(commands.__path__)} - set(COMMANDS)
   assert helpers == {m.rsplit('.', 1)[1] for m in COMMAND_HELPERS}, helpers  # a command, or a helper said so
   for name in COMMANDS:
     spec = importlib.util.find_spec(f'nat_jax.{name}' + ('.__main__' if name == 'aot' else ''))  # aot: a package
-    source = spec.loader.get_source(spec.name)
-    assert f'from nat_jax.commands.{name} import console' in source and spec.origin.endswith(f'commands/{name}.py')
+    assert os.path.dirname(spec.origin).startswith(PACKAGE), spec.origin  # a file of the checkout, not a hook
+    assert hasattr(importlib.import_module(f'nat_jax.commands.{name}'), 'console')
   assert importlib.util.find_spec('nat_jax.no_such_command') is None
 
 
