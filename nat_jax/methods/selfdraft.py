@@ -39,7 +39,7 @@ from nat_jax.methods.autoregressive import TransformerScorer, autoregressive_inp
 from nat_jax.methods.base import Method
 from nat_jax.methods.registry import register
 from nat_jax.models.draft_head import DraftHead, boundary_states
-from nat_jax.models.layers import CACHE_SLOT_AXIS
+from nat_jax.models.layers import CACHE_SLOT_AXIS, slot_count
 from nat_jax.models.transformer import Transformer, transformer_config
 from nat_jax.views import LeftToRightScorer, WindowDrafter
 
@@ -51,11 +51,6 @@ def default_config() -> ml_collections.ConfigDict:
       head_layers=1,  # non-causal decoder layers of the head (0: one feed-forward block, no attention)
       boundaries=4,   # boundaries sampled per sentence and training step
   ))
-
-
-def memory_slots(memory: list) -> int:
-  """The slots P of a draft head's memory (per layer the keys/values of DraftHead.memory_kv)."""
-  return memory[0]['v'].shape[CACHE_SLOT_AXIS['v']]
 
 
 def sample_boundaries(rng, lengths: jax.Array, count: int) -> jax.Array:
@@ -116,7 +111,7 @@ class HeadDrafter:
     batch = encoded.shape[0]
     zeros = jnp.zeros((batch,), jnp.int32)
     memory = head_state['memory']
-    visible = jnp.zeros((batch, memory_slots(memory)), bool) if memory else None  # [B, P]
+    visible = jnp.zeros((batch, slot_count(memory[0])), bool) if memory else None  # [B, P]
     logits = self.draft_logits(head_state, jnp.zeros((batch, encoded.shape[-1]), encoded.dtype),
                                jnp.full((batch,), BOS_ID, jnp.int32), zeros,
                                memory or None, visible)
@@ -130,7 +125,7 @@ class HeadDrafter:
     new = self.memory(states)  # per layer, keys [B, H, Dh, W] and values [B, H, W, Dh]
     memory = [{name: row_updates(old[name], upd.astype(old[name].dtype), starts, axis=CACHE_SLOT_AXIS[name])
                for name, upd in layer_new.items()} for old, layer_new in zip(head_state['memory'], new)]
-    slots = memory_slots(memory) if memory else 0
+    slots = slot_count(memory[0]) if memory else 0
     visible = jnp.arange(slots)[None] < fixed[:, None]  # [B, P]
     boundary = boundary_states(states, fixed - starts - 1)
     logits = self.draft_logits(head_state, boundary, last, fixed, memory or None, visible)

@@ -15,7 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nat_jax.models.layers import CACHE_SLOT_AXIS, FeedForward, default_init, layer_norm
+from nat_jax.models.layers import CACHE_SLOT_AXIS, FeedForward, default_init, layer_norm, slot_count
 from nat_jax.models.transformer import DecoderLayer, TransformerConfig, residual
 
 
@@ -68,7 +68,7 @@ class DraftHead(nn.Module):
     for i, layer in enumerate(self.layers):
       cache, start, mask = None, None, window_mask
       if memory is not None:  # the window's keys go after the P memory slots
-        size = memory[i]['v'].shape[CACHE_SLOT_AXIS['v']]
+        size = slot_count(memory[i])
         cache = {name: jnp.pad(kv, [(0, w if axis == CACHE_SLOT_AXIS[name] else 0) for axis in range(kv.ndim)])
                  for name, kv in memory[i].items()}
         start = size

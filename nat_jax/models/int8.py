@@ -125,8 +125,8 @@ def quantize_params(params: Any, target: Any) -> Any:
   output projection, [V, D] read as [D, V]); a module named in FUSED from the float modules it stacks; the rest
   as is."""
   floats = {_keys(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
-  floats.update(_fused(floats, {_keys(path) for path, _ in jax.tree_util.tree_flatten_with_path(target)[0]}))
   specs = {_keys(path): spec for path, spec in jax.tree_util.tree_flatten_with_path(target)[0]}
+  floats.update(_fused(floats, specs))
   out = {}
   for keys, spec in specs.items():
     if spec.dtype not in (jnp.int8, jnp.uint8):
@@ -144,7 +144,7 @@ def quantize_params(params: Any, target: Any) -> Any:
   return jax.tree_util.tree_map_with_path(lambda path, _: pick(_keys(path)), target)
 
 
-def _fused(floats: dict, wanted: set) -> dict:
+def _fused(floats: dict, wanted) -> dict:
   """The float leaves of the FUSED modules that `wanted` (a target's leaf paths) holds, stacked from `floats`."""
   out = {}
   for keys in wanted:

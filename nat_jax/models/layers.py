@@ -220,9 +220,14 @@ def cache_layout(k: jax.Array, v: jax.Array) -> dict:
   return {'k': jnp.transpose(k, (0, 2, 3, 1)), 'v': jnp.swapaxes(v, 1, 2)}
 
 
+def slot_count(kv: dict) -> int:
+  """The slots C of one layer's keys/values in project_kv's layout (CACHE_SLOT_AXIS)."""
+  return kv['v'].shape[CACHE_SLOT_AXIS['v']]
+
+
 def cached_slots(cache: dict, tq: int, cache_start) -> tuple[jax.Array, jax.Array]:
   """(bool[C]: the slots that Tq new keys overwrite, i32[]: the first of them) in a cache of C slots."""
-  size = cache['v'].shape[CACHE_SLOT_AXIS['v']]
+  size = slot_count(cache)
   start = jnp.clip(cache_start, 0, size - tq)  # where dynamic_update_slice puts them
   return (jnp.arange(size) >= start) & (jnp.arange(size) < start + tq), start
 
