@@ -124,7 +124,7 @@ CT2_ROWS = [(q, t) for q in ('float32', 'int8') for t in (1, 0)]  # threads 0: e
 def ct2_fn(method, config, params, tokenizer, quantization: str, threads: int, out_len: int, scratch: str):
   """fn(params, src, draft) -> DecodeOutput of the AT exported to CTranslate2 (`threads` 0: every core),
   decoding in a process of its own."""
-  from nat_jax.deploy.ct2 import export_ctranslate2
+  from nat_jax.formats.ct2 import export_ctranslate2
   model_dir = os.path.join(scratch, f'ct2_{config.model.d_model}_{quantization}')
   if not os.path.isdir(model_dir):
     run = types.SimpleNamespace(config=config, method=method, params=params, tokenizer=tokenizer, meta=[])
@@ -152,7 +152,7 @@ class ProcessPeer:
 
 def serve_peer(conn, model_dir: str, threads: int, max_len: int):
   """The peer process: decode every batch received until the pipe closes."""
-  from nat_jax.deploy.ct2 import ct2_decode_fn
+  from nat_jax.formats.ct2 import ct2_decode_fn
   fn = ct2_decode_fn(model_dir, intra_threads=threads, max_len=max_len)
   while True:
     try:

@@ -35,7 +35,6 @@ from nat_jax import recipes  # noqa: E402
 from nat_jax.commands import cli  # noqa: E402
 from nat_jax.errors import CheckFailed, ConfigError  # noqa: E402
 from nat_jax.files import write_atomic  # noqa: E402
-from nat_jax.models.transformer import INFERENCE_DTYPES  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -53,8 +52,7 @@ COMMAND_FLAGS = (
              high=cli.MAX_ROWS, required=True),
     cli.Flag('buckets', 'enum', 'all', 'Training batch shapes: every bucket or the largest.',
              choices=('all', 'largest')),
-    cli.Flag('dtype', 'str', None, "Decoding precision (default: the recipe's): " + ', '.join(INFERENCE_DTYPES)
-             + '; with --programs=decode or units.', choices=INFERENCE_DTYPES),
+    cli.dtype_flag(None, "Decoding precision with --programs=decode or units (default: the recipe's)"),
     cli.Flag('drafter', 'str', '', 'A recipe whose run drafts for `drafted` (e.g. configs/dat_drafter_base.py): '
              'compiled with abstract parameters.'),
     cli.Flag('fit', 'bool', False, 'When the gradient step does not fit: search the largest per-device batch that '

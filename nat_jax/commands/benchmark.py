@@ -9,7 +9,7 @@ A run is `workdir[@dtype][:decoder+decoder...]` (no decoders: the run's test dec
 where the method has a left-to-right view); a decoder is `name` or `name/opt=value/...` (its
 --decoder.<opt> options); `@bfloat16` / `@float16` loads that entry in half precision. Peer rows
 serve an AT run with another engine, measured the same way: `ct2_greedy` and `ct2_beam` (the run
-exported to CTranslate2, nat_jax.deploy.ct2; options quantization=float32|int8|..., threads=0 (every core)
+exported to CTranslate2, nat_jax.formats.ct2; options quantization=float32|int8|..., threads=0 (every core)
 or n, beam_size=4 for ct2_beam, which scores as our beam/alpha=0 does), e.g.
 runs/at_bible_tiny:greedy+beam/alpha=0+ct2_greedy+ct2_greedy/threads=1+ct2_beam/quantization=int8.
 Every run x decoder is measured in this one process on one device, as nat_jax.evaluation.benchmark says.

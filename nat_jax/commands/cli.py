@@ -25,9 +25,11 @@ from ml_collections import config_flags
 
 from nat_jax.commands.launch import prepare_process
 from nat_jax.commands.names import COMMAND_NAMES
+from nat_jax.decode import DECODERS, describe_options
 from nat_jax.errors import ConfigError, NatJaxError, Stopped, setup_logging
 from nat_jax.files import TMP_SUFFIX
 from nat_jax.kernels import onednn
+from nat_jax.models.transformer import INFERENCE_DTYPES
 from nat_jax.recipes import load_recipe, recipe_path
 from nat_jax.run.workdir import Run, load_run
 from nat_jax.settings import BATCH_RULE, MAX_ROWS, Rule  # noqa: F401 (MAX_ROWS: the commands read cli.MAX_ROWS)
@@ -323,6 +325,23 @@ def every_flag() -> dict[str, tuple[Flag, ...]]:
 # The flags several commands share.
 def workdir_flag(help_text: str = 'Run directory written by nat_jax.train.') -> Flag:
   return Flag('workdir', 'str', None, help_text, path='run', required=True)
+
+
+# Which decoder a command uses when --decoder is not given.
+RUN_DEFAULT_DECODER = "greedy where the method decodes left to right, else the run's test decoder"
+
+
+def decoder_flag(help_text: str, default: Optional[str] = None, name: str = 'decoder', kind: str = 'str') -> Flag:
+  """A flag naming registered decoders (evaluate's --decoders: kind 'list'); every decoder's options follow its
+  help (they are set as --decoder.<opt>=<v>)."""
+  return Flag(name, kind, default, f'{help_text}\n{describe_options()}', choices=tuple(sorted(DECODERS)))
+
+
+def dtype_flag(default: Optional[str] = 'float32', help_text: str = 'Inference precision') -> Flag:
+  """--dtype: the precision a run is loaded in (default None: the command's own default, said in help_text)."""
+  return Flag('dtype', 'enum' if default else 'str', default,
+              f'{help_text}: parameters cast (bfloat16, float16) or quantized (int8) once at load, softmax statistics '
+              'in fp32.', choices=INFERENCE_DTYPES)
 
 
 def checkpoint_flag() -> Flag:

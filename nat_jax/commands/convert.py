@@ -1,4 +1,4 @@
-"""Convert a Marian / OPUS-MT model (Hugging Face layout) into a nat_jax run (the conversion: nat_jax.deploy.marian).
+"""Convert a Marian / OPUS-MT model (Hugging Face layout) into a nat_jax run (the conversion: nat_jax.formats.marian).
 
   python -m nat_jax.convert --from=<snapshot folder, or a model id such as Helsinki-NLP/opus-mt-en-de when the
       machine is online> --workdir=runs/opus_en_de [--target_language=de (multi-target models)]
@@ -19,8 +19,8 @@ import time
 from absl import flags
 
 from nat_jax.commands import cli
-from nat_jax.deploy.marian import read_snapshot, write_run
 from nat_jax.errors import ConfigError
+from nat_jax.formats.marian import read_snapshot, write_run
 
 FLAGS = flags.FLAGS
 

@@ -29,8 +29,7 @@ FLAGS = flags.FLAGS
 COMMAND_FLAGS = (
     cli.workdir_flag('Teacher run directory (any method with a left-to-right decoder).'),
     cli.Flag('out', 'str', None, 'Directory for <split>.tsv and manifest.json.', path='new_dir', required=True),
-    cli.Flag('decoder', 'str', 'beam', 'Teacher decoder; options via --decoder.<opt>=<v> (default beam, beam 4).\n'
-             + decode.describe_options(), choices=tuple(sorted(decode.DECODERS))),
+    cli.decoder_flag('Teacher decoder; options via --decoder.<opt>=<v> (default beam, beam 4).', 'beam'),
     cli.Flag('splits', 'list', ['train', 'validation'], 'Splits to distill.', choices=SPLITS, required=True),
     cli.Flag('limit', 'int', 0, 'Distil only the first N examples of each split (smoke runs).', low=1, zero='all'),
     cli.batch_size_flag(),

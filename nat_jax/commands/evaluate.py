@@ -26,9 +26,8 @@ FLAGS = flags.FLAGS
 
 COMMAND_FLAGS = MEASUREMENT_FLAGS + (
     cli.workdir_flag(),
-    cli.Flag('decoders', 'list', [], "Comma-separated decoder names (default: the run's test decoder, and greedy "
-             'where its method has a left-to-right view).\n' + decode.describe_options(),
-             choices=tuple(sorted(decode.DECODERS))),
+    cli.decoder_flag("Comma-separated decoder names (default: the run's test decoder, and greedy where its method "
+                     'has a left-to-right view).', [], 'decoders', 'list'),
     cli.Flag('out', 'str', None, 'Output directory (default <workdir>/eval).', path='new_dir'),
 )
 

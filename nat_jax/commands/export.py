@@ -1,4 +1,4 @@
-"""Export a trained autoregressive run to CTranslate2 (the conversion and decoding: nat_jax.deploy.ct2).
+"""Export a trained autoregressive run to CTranslate2 (the conversion and decoding: nat_jax.formats.ct2).
 
   python -m nat_jax.export --workdir=runs/at_bible_tiny --format=ctranslate2 --out=exports/at_ct2 \
       [--quantization=int8|int8_float32|float32] [--checkpoint=latest|best] [--average=1]
@@ -6,7 +6,7 @@
 Needs the `ct2` extra (pip install -e .[ct2]). Only method 'at' maps; every other method is an
 error naming what has no CTranslate2 counterpart, raised from config.json before any parameters
 load. --out must not exist or be empty; a failed export leaves nothing there. What --out holds and
-how the model maps: nat_jax/deploy/ct2.py.
+how the model maps: nat_jax/formats/ct2.py.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import time
 from absl import flags
 
 from nat_jax.commands import cli
-from nat_jax.deploy.ct2 import (
+from nat_jax.formats.ct2 import (
   FORMATS,
   METADATA_FILE,
   QUANTIZATIONS,

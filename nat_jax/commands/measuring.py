@@ -9,7 +9,6 @@ from absl import flags
 
 from nat_jax.commands import cli
 from nat_jax.evaluation.benchmark import Entry, benchmark, write_report
-from nat_jax.models.transformer import INFERENCE_DTYPES
 
 FLAGS = flags.FLAGS
 
@@ -23,7 +22,7 @@ MEASUREMENT_FLAGS = (
     cli.Flag('latency_sentences', 'int', 100, 'Sentences translated one by one for batch-1 latency and words/s.',
              low=1, zero='no latency pass'),
     cli.Flag('batch1_runs', 'int', 3, 'Passes over the latency sentences at batch 1.', low=1, high=1000),
-    cli.Flag('dtype', 'enum', 'float32', 'Inference precision of entries without @dtype.', choices=INFERENCE_DTYPES),
+    cli.dtype_flag(help_text='Inference precision of entries without @dtype'),
     cli.int8_kernel_flag(),
     cli.checkpoint_flag(),
     cli.average_flag(),

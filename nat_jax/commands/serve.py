@@ -26,19 +26,15 @@ import sys
 from absl import flags
 
 from nat_jax.commands import cli
-from nat_jax.decode import DECODERS, describe_options
 from nat_jax.deploy.server import ServeConfig
 from nat_jax.errors import ConfigError, log
-from nat_jax.models.transformer import INFERENCE_DTYPES
 
 FLAGS = flags.FLAGS
 
 
 COMMAND_FLAGS = (
     cli.workdir_flag(),
-    cli.Flag('decoder', 'str', None, "Default decoder (default: greedy where the method decodes left to right, else "
-             "the run's test decoder); options via --decoder.<opt>=<v>.\n" + describe_options(),
-             choices=tuple(sorted(DECODERS))),
+    cli.decoder_flag(f'Default decoder (default: {cli.RUN_DEFAULT_DECODER}); options via --decoder.<opt>=<v>.'),
     cli.Flag('host', 'str', '127.0.0.1', 'Address to listen on (0.0.0.0: every interface; see --api_key_file).'),
     cli.Flag('port', 'int', 8000, 'Port to listen on.', low=0, high=65535),
     *cli.flags_of(ServeConfig),  # the server's own settings, declared with it
@@ -46,7 +42,7 @@ COMMAND_FLAGS = (
              "<key>, or LibreTranslate's api_key field).", path='file'),
     cli.checkpoint_flag(),
     cli.average_flag(),
-    cli.Flag('dtype', 'enum', 'float32', 'Inference precision.', choices=INFERENCE_DTYPES),
+    cli.dtype_flag(),
     cli.int8_kernel_flag(),
     cli.Flag('http', 'enum', 'auto', "uvicorn's HTTP parser and event loop: auto (httptools and uvloop, installed "
              'with nat_jax; h11 and asyncio where they are missing), fast (httptools and uvloop, required), or '

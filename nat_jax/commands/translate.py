@@ -21,9 +21,7 @@ from typing import Callable, Iterator
 from absl import flags
 
 from nat_jax.commands import cli
-from nat_jax.decode import DECODERS, describe_options
 from nat_jax.files import atomic_output
-from nat_jax.models.transformer import INFERENCE_DTYPES
 from nat_jax.run.translator import Translator
 
 FLAGS = flags.FLAGS
@@ -54,17 +52,14 @@ def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
 
 COMMAND_FLAGS = (
     cli.workdir_flag(),
-    cli.Flag('decoder', 'str', None, "Decoder name (default: greedy where the method decodes left to right, else the "
-             "run's test decoder); options via --decoder.<opt>=<v>.\n" + describe_options(),
-             choices=tuple(sorted(DECODERS))),
+    cli.decoder_flag(f'Decoder name (default: {cli.RUN_DEFAULT_DECODER}); options via --decoder.<opt>=<v>.'),
     cli.Flag('input', 'str', None, 'Input file (default: stdin).', path='file'),
     cli.Flag('output', 'str', None, 'Output file (default: stdout); replaced only when all lines are translated.',
              path='new_file'),
     cli.batch_size_flag(),
     cli.checkpoint_flag(),
     cli.average_flag(),
-    cli.Flag('dtype', 'enum', 'float32', 'Inference precision: parameters cast (bfloat16, float16) or quantized '
-             '(int8) once at load, softmax statistics in fp32.', choices=INFERENCE_DTYPES),
+    cli.dtype_flag(),
     cli.int8_kernel_flag(),
     cli.Flag('chunk_lines', 'int', 4096, 'Lines read and translated at a time (bounds memory on big inputs).',
              low=1, high=1 << 24),

@@ -5,6 +5,7 @@
                  where a sequence ends, first EOS: nat_jax.core.tokens)
   greedy.py, beam.py, jacobi.py    left-to-right decoders (LeftToRightScorer; greedy and Jacobi take
                                    z tokens per step)
+  generate_beam.py                 beam search as Hugging Face's generate searches (converted runs)
   drafted.py                       drafted (speculative) decoding: another run drafts, the
                                    LeftToRightScorer verifies a window per pass
   multiword_beam.py                beam search over steps of z tokens (IBDecoder / SA / IMDecoder)

@@ -18,7 +18,7 @@ from nat_jax.core.masks import NEG_INF
 from nat_jax.core.tokens import BOS_ID, EOS_ID, through_first_eos
 from nat_jax.decode.lengths import resolve_max_len
 from nat_jax.decode.loop import decode_loop
-from nat_jax.decode.options import Bounded, choice, hypotheses, weight
+from nat_jax.decode.options import Bounded, hypotheses, weight
 from nat_jax.decode.registry import register_decoder
 from nat_jax.errors import ConfigError
 from nat_jax.views import DecodeOutput, LeftToRightScorer, one_token_per_step_message, require_one_token_per_step
@@ -35,18 +35,16 @@ class BeamState:
 
 
 LENGTH_PENALTY = 0.6  # GNMT's alpha: the default of every beam-style decoder (beam, multiword_beam, hrt)
-# How `beam` searches: 'gnmt' (ours, every decoder here), or 'generate': as Hugging Face's generate does
-# (a converted OPUS-MT run's default: nat_jax.deploy.marian): length ** alpha, every ended candidate
-# may finish, its stopping rule (`early_stopping`), and EOS forced after max_len tokens.
-STYLES = ('gnmt', 'generate')
-EARLY_STOPPING = ('false', 'true', 'never')
 
 
-def length_penalty(length, alpha: float, style: str = 'gnmt'):
-  """GNMT: ((5 + |y|) / 6) ** alpha; generate: |y| ** alpha (|y|: tokens incl. EOS)."""
-  if style == 'generate':
-    return jnp.asarray(length, jnp.float32) ** alpha
+def length_penalty(length, alpha: float):
+  """GNMT's ((5 + |y|) / 6) ** alpha (|y|: tokens incl. EOS)."""
   return ((5.0 + length) / 6.0) ** alpha
+
+
+def ends_among_first_k(state: 'BeamState', ended: jax.Array) -> jax.Array:
+  """GNMT's rule of which ended candidates (bool[B, n], best first) finish: those among the first K."""
+  return ended & (jnp.arange(ended.shape[1]) < state.alive_logp.shape[1])
 
 
 # --- beam helpers -----------------------------------------------------------------------------
@@ -67,10 +65,11 @@ def add_beam_dim(tree, k: int):
 
 
 # --- search -----------------------------------------------------------------------------------
-def beam_step(scorer: LeftToRightScorer, enc, state: BeamState, alpha: float, style: str = 'gnmt',
-              forced_eos_step: int = -1, early_stopping: str = 'false') -> BeamState:
-  """Extend every alive hypothesis by one token; keep the K best alive and the K best finished. At step
-  `forced_eos_step` (style 'generate') every hypothesis ends: EOS has log-probability 0, the rest none."""
+def beam_step(scorer: LeftToRightScorer, enc, state: BeamState, alpha: float, penalty: Callable = length_penalty,
+              ends: Callable = ends_among_first_k, forced_eos_step: int = -1) -> BeamState:
+  """Extend every alive hypothesis by one token; keep the K best alive and the K best finished (penalty and
+  ends: as next_state's). At step `forced_eos_step` (if >= 0) every hypothesis ends: EOS has log-probability
+  0, the rest none."""
   b, k, _ = state.seqs.shape
   prev = jax.lax.dynamic_slice_in_dim(state.seqs, state.step, 1, axis=2).reshape(b * k, 1)  # [B*K, 1]
   logits, cache = scorer.step_logits(enc, state.cache, prev, state.step)
@@ -85,29 +84,23 @@ def beam_step(scorer: LeftToRightScorer, enc, state: BeamState, alpha: float, st
   top_seqs = jnp.take_along_axis(state.seqs, top_beam[:, :, None], axis=1)  # [B, 2K, T+1]
   top_seqs = jax.lax.dynamic_update_slice_in_dim(top_seqs, top_tok[:, :, None], state.step + 1, axis=2)
   is_eos = top_tok == EOS_ID
-  return next_state(state, top_logp, top_seqs, top_beam, is_eos, state.step + 1.0, cache, alpha, style,
-                    early_stopping)
+  return next_state(state, top_logp, top_seqs, top_beam, is_eos, state.step + 1.0, cache, alpha, penalty, ends)
 
 
 def next_state(state: BeamState, cand_logp, cand_seqs, cand_beam, is_eos, lengths, cache, alpha: float,
-               style: str = 'gnmt', early_stopping: str = 'false') -> BeamState:
+               penalty: Callable = length_penalty, ends: Callable = ends_among_first_k) -> BeamState:
   """The state after a step from its candidates, best first: cand_logp f32[B, n], cand_seqs i32[B, n, W],
   cand_beam i32[B, n] (parent hypothesis), is_eos bool[B, n] (the candidate ended), lengths f32 (tokens
   incl. EOS, [B, n] or scalar), cache [B*K] of the parents. The K best that did not end stay alive
-  (cache reordered to their parents); those among the first K that ended join the K best finished,
-  scored logp / lp(length) (so a beam of 1 is greedy). Style 'generate': every candidate that ended may
-  finish, and (early_stopping 'true') none once a row holds K finished."""
+  (cache reordered to their parents); those that ended and that `ends(state, ended bool[B, n])` keeps (GNMT:
+  those among the first K, so a beam of 1 is greedy) join the K best finished, scored logp / penalty(length,
+  alpha)."""
   k = state.alive_logp.shape[1]
   alive_logp, keep = jax.lax.top_k(jnp.where(is_eos, NEG_INF, cand_logp), k)  # [B, K]
   seqs = jnp.take_along_axis(cand_seqs, keep[:, :, None], axis=1)
   cache = gather_beams(cache, jnp.take_along_axis(cand_beam, keep, axis=1))
-  ended = is_eos & (cand_logp > NEG_INF / 2)  # not from an empty beam
-  if style == 'generate':
-    if early_stopping == 'true':
-      ended = ended & ~jnp.all(state.fin_scores > NEG_INF / 2, axis=1, keepdims=True)
-  else:
-    ended = ended & (jnp.arange(cand_logp.shape[1]) < k)
-  new_scores = jnp.where(ended, cand_logp / length_penalty(lengths, alpha, style), NEG_INF)
+  ended = ends(state, is_eos & (cand_logp > NEG_INF / 2))  # not from an empty beam
+  new_scores = jnp.where(ended, cand_logp / penalty(lengths, alpha), NEG_INF)
   all_scores = jnp.concatenate([state.fin_scores, new_scores], axis=1)  # [B, K + n]
   all_seqs = jnp.concatenate([state.fin_seqs, cand_seqs], axis=1)
   fin_scores, keep_f = jax.lax.top_k(all_scores, k)
@@ -120,18 +113,6 @@ def open_rows(state: BeamState, max_lp) -> jax.Array:
   length penalty at the bound, the largest an alive hypothesis can reach)."""
   best_possible = jnp.max(state.alive_logp, axis=1) / max_lp  # [B]
   return jnp.max(state.fin_scores, axis=1) < best_possible
-
-
-def generate_open_rows(state: BeamState, alpha: float, early_stopping: str, num_steps: int) -> jax.Array:
-  """bool[B]: rows Hugging Face's generate steps on (its beam search's loop condition, per sentence):
-  some finished slot is empty or below the best alive hypothesis scored at its current length (at the
-  bound's with early_stopping 'never' and alpha > 0); with 'true', none once K have finished."""
-  filled = state.fin_scores > NEG_INF / 2  # [B, K]
-  length = num_steps if (early_stopping == 'never' and alpha > 0) else jnp.maximum(state.step, 1)
-  best = jnp.max(state.alive_logp, axis=1) / length_penalty(length, alpha, 'generate')  # [B]
-  worst = jnp.where(jnp.all(filled, axis=1), jnp.min(state.fin_scores, axis=1), NEG_INF)  # [B]
-  still = (best > worst) | (state.step == 0)
-  return still & ~(jnp.all(filled, axis=1) & (early_stopping == 'true'))
 
 
 def search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: float, num_steps: int,
@@ -163,19 +144,14 @@ def search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: fl
 
 
 def beam_search(scorer: LeftToRightScorer, enc, batch: int, beam_size: int, alpha: float, t_max: int,
-                shrink: bool = True, style: str = 'gnmt', early_stopping: str = 'false') -> BeamState:
+                shrink: bool = True) -> BeamState:
   """Beam search from an encoder state (`scorer.encode`'s, batch `batch`) for at most t_max tokens
-  (shrink: as `search`'s); style 'generate': t_max tokens, then an EOS forced (t_max + 1 steps)."""
-  if style == 'gnmt':
-    return search(scorer, enc, batch, beam_size, alpha, t_max, lambda e, s: beam_step(scorer, e, s, alpha), shrink)
-  steps = t_max + 1
-  return search(scorer, enc, batch, beam_size, alpha, steps,
-                lambda e, s: beam_step(scorer, e, s, alpha, style, t_max, early_stopping), shrink,
-                open_fn=lambda s: generate_open_rows(s, alpha, early_stopping, steps))
+  (shrink: as `search`'s)."""
+  return search(scorer, enc, batch, beam_size, alpha, t_max, lambda e, s: beam_step(scorer, e, s, alpha), shrink)
 
 
 def best_hypotheses(final: BeamState, alpha: float, count: int, start_slots: int = 1,
-                    style: str = 'gnmt') -> tuple[jax.Array, jax.Array, jax.Array]:
+                    penalty: Callable = length_penalty) -> tuple[jax.Array, jax.Array, jax.Array]:
   """The `count` (<= K) best hypotheses of a search: its finished ones by length-normalized score,
   then, if fewer finished, its alive ones by log-probability. Returns (tokens i32[B, count, T] 0
   after EOS, scores f32[B, count]: finished logp / lp(length), alive logp / lp(T); summed
@@ -195,47 +171,48 @@ def best_hypotheses(final: BeamState, alpha: float, count: int, start_slots: int
   seqs = jnp.where(valid, seqs.reshape(-1, t_max), 0).reshape(seqs.shape)
   is_fin = rank < finished  # [B, count]
   values = take(jnp.concatenate([final.fin_scores, final.alive_logp], axis=1))  # finished: normalized; alive: logp
-  fin_lp = length_penalty(length.reshape(is_fin.shape).astype(jnp.float32), alpha, style)
-  scores = jnp.where(is_fin, values, values / length_penalty(t_max, alpha, style))
+  fin_lp = penalty(length.reshape(is_fin.shape).astype(jnp.float32), alpha)
+  scores = jnp.where(is_fin, values, values / penalty(t_max, alpha))
   logp = jnp.where(is_fin, values * fin_lp, values)
   usable = is_fin | (final.step * start_slots >= t_max)  # [B, count]: finished, or alive at the bound
   return seqs, jnp.where(usable, scores, NEG_INF), jnp.where(usable, logp, NEG_INF)
 
 
-def check_beam(method, options: 'BeamOptions'):
-  """The registry's check: a method whose left-to-right view writes several tokens per step (IBDecoder,
-  SA) has no beam (it has multiword_beam)."""
-  z = method.tokens_per_step
-  if z != 1:
-    raise ConfigError(one_token_per_step_message('beam', z))
+def one_token_per_step(name: str):
+  """The registry's check of a beam decoder `name`: a method whose left-to-right view writes several tokens
+  per step (IBDecoder, SA) has none (it has multiword_beam)."""
+  def check(method, options):
+    z = method.tokens_per_step
+    if z != 1:
+      raise ConfigError(one_token_per_step_message(name, z))
+  return check
 
 
 @dataclasses.dataclass(frozen=True)
 class BeamOptions(Bounded):
   beam_size: int = hypotheses(4, 'hypotheses kept per sentence')
-  alpha: float = weight(LENGTH_PENALTY, 'length penalty: a finished score is log p / ((5 + length) / 6)^alpha (style '
-                                        'gnmt) or log p / length^alpha (style generate); 0 compares raw '
-                                        'log-probabilities')
-  style: str = choice('gnmt', "'gnmt', or 'generate': as Hugging Face's generate searches (length^alpha, its "
-                              "stopping rule, EOS forced after max_len tokens): a converted OPUS-MT run's default",
-                      STYLES)
-  early_stopping: str = choice('false', "style generate: generate's early_stopping ('false', 'true': stop once "
-                                        "beam_size have finished, 'never')", EARLY_STOPPING)
+  alpha: float = weight(LENGTH_PENALTY, 'length penalty: a finished score is log p / ((5 + length) / 6)^alpha; 0 '
+                                        'compares raw log-probabilities')
 
 
-@register_decoder('beam', LeftToRightScorer, BeamOptions, check=check_beam,
-                  about='Beam search with the GNMT length penalty over a model that writes one token per step (the '
-                        'IBDecoder family writes several: use `multiword_beam`). A sentence stops once no alive '
-                        'hypothesis can beat its best finished one.')
-def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = LENGTH_PENALTY,
-                max_len: int = 0, style: str = 'gnmt', early_stopping: str = 'false') -> DecodeOutput:
-  """Best finished hypothesis per row by logp / lp(length) (length counts EOS); a row with none
-  (every hypothesis hit the length bound) falls back to its best alive one."""
-  require_one_token_per_step(scorer, 'beam')
-  final = beam_search(scorer, scorer.encode(src), src.shape[0], beam_size, alpha,
-                      resolve_max_len(scorer, src, max_len), style=style, early_stopping=early_stopping)
-  seqs, scores, _ = best_hypotheses(final, alpha, 1, style=style)
+def best_output(scorer: LeftToRightScorer, src: jax.Array, final: BeamState, alpha: float,
+                penalty: Callable = length_penalty) -> DecodeOutput:
+  """A beam search's output: the best finished hypothesis per row by logp / penalty(length, alpha) (length
+  counts EOS); a row with none (every hypothesis hit the length bound) falls back to its best alive one."""
+  seqs, scores, _ = best_hypotheses(final, alpha, 1, penalty=penalty)
   _, length = through_first_eos(seqs[:, 0])
   # steps: tokens of the returned hypothesis incl. EOS (as greedy's); loop_steps: iterations the batch ran.
   return DecodeOutput(scorer.read_out(seqs[:, 0]), scores[:, 0],
                       {'steps': length, 'loop_steps': jnp.full((src.shape[0],), final.step, jnp.int32)})
+
+
+@register_decoder('beam', LeftToRightScorer, BeamOptions, check=one_token_per_step('beam'),
+                  about='Beam search with the GNMT length penalty over a model that writes one token per step (the '
+                        'IBDecoder family writes several: use `multiword_beam`). A sentence stops once no alive '
+                        'hypothesis can beat its best finished one.')
+def beam_decode(scorer: LeftToRightScorer, src: jax.Array, beam_size: int = 4, alpha: float = LENGTH_PENALTY,
+                max_len: int = 0) -> DecodeOutput:
+  """Beam search's best hypothesis per row (best_output)."""
+  require_one_token_per_step(scorer, 'beam')
+  final = beam_search(scorer, scorer.encode(src), src.shape[0], beam_size, alpha, resolve_max_len(scorer, src, max_len))
+  return best_output(scorer, src, final, alpha)

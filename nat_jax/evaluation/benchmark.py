@@ -33,9 +33,9 @@ import numpy as np
 from nat_jax import decode
 from nat_jax.data import inference_batches, load_split
 from nat_jax.decode import LeftToRightScorer
-from nat_jax.deploy import ct2
 from nat_jax.errors import ConfigError, log
 from nat_jax.files import atomic_output, write_atomic
+from nat_jax.formats import ct2
 from nat_jax.metrics.scoring import reference_view
 from nat_jax.metrics.timing import machine, timed
 from nat_jax.models.transformer import INFERENCE_DTYPES
@@ -94,7 +94,7 @@ def default_decoders(run: Run) -> tuple[str, ...]:
 
 def build_row(translator: Translator, entry: Entry, spec: str, scratch: str) -> tuple[Callable, dict[str, Any]]:
   """(decode fn, options) of one decoder spec of a run: a registered decoder (built by the run's
-  Translator), or a peer engine serving the same run (nat_jax.deploy.ct2.PEERS: exported into `scratch` first)."""
+  Translator), or a peer engine serving the same run (nat_jax.formats.ct2.PEERS: exported into `scratch` first)."""
   run = translator.run
   name, overrides = parse_decoder(spec)
   if name in ct2.PEERS:

@@ -51,7 +51,7 @@ class TransformerConfig:
   directions: int = 0       # >0: trainable direction embeddings added to decoder inputs (IMDecoder, h)
   dtype: Any = jnp.float32  # activation dtype; params and softmax statistics stay fp32
   int8: str = ''            # int8 weight matrices (model.dtype 'int8'), by this product: nat_jax.models.int8.PRODUCTS
-  # What a converted Marian / OPUS-MT teacher needs (nat_jax.deploy.marian); the defaults are every run trained here.
+  # What a converted Marian / OPUS-MT teacher needs (nat_jax.formats.marian); the defaults are every run trained here.
   activation: str = 'relu'                   # of the FFN: a name in nat_jax.models.layers.ACTIVATIONS
   position_timescales: str = 'tensor2tensor'  # the sinusoid frequencies (layers.POSITION_TIMESCALES)
   scale_embedding: bool = True               # token embeddings times sqrt(d_model)

@@ -61,7 +61,22 @@ def read_run_config(path: str) -> ml_collections.ConfigDict:
   problem = run_config_problem(raw)
   if problem:
     raise CheckpointError(f'{path}: {problem}; restore the config the run was trained with.')
-  return ml_collections.ConfigDict(raw)
+  return ml_collections.ConfigDict(with_generate_beam(raw))
+
+
+def with_generate_beam(raw: dict) -> dict:
+  """A config.json whose `beam` defaults say style 'generate' (a converted OPUS-MT run before `generate_beam`
+  was a decoder of its own) as that decoder's: its default decoder and option defaults renamed; any other
+  config unchanged."""
+  defaults = raw.get('decoder_defaults') or {}
+  beam = defaults.get('beam') if isinstance(defaults, dict) else None
+  if not isinstance(beam, dict) or beam.get('style') != 'generate':
+    return raw
+  rename = lambda name: 'generate_beam' if name == 'beam' else name
+  moved = {k: v for k, v in beam.items() if k != 'style'}
+  return {**raw, 'default_decoder': rename(raw.get('default_decoder', '')),
+          'test_decoder': rename(raw.get('test_decoder', '')),
+          'decoder_defaults': {**{k: v for k, v in defaults.items() if k != 'beam'}, 'generate_beam': moved}}
 
 
 def run_config_problem(raw) -> Optional[str]:

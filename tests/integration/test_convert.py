@@ -19,10 +19,10 @@ import sentencepiece as spm
 
 from nat_jax import decode
 from nat_jax.core.tokens import EOS_ID, WIDTH_STEP
-from nat_jax.deploy.marian import read_snapshot, write_run
 from nat_jax.errors import ConfigError
+from nat_jax.formats.marian import read_snapshot, write_run
 from nat_jax.run.translator import Translator
-from nat_jax.run.workdir import load_run
+from nat_jax.run.workdir import load_run, read_run_config
 from tests.support import REPO, tiny_config
 
 transformers = pytest.importorskip('transformers', reason='the reference needs transformers 4.57 (marian-reference)')
@@ -166,7 +166,7 @@ def test_greedy_and_beam_translate_as_generate(converted, corpus, beams):
   texts = sentences(corpus)
   want = reference_outputs(model, reference_tokenizer(folder), texts, beams)
   translator = Translator(workdir, 'greedy' if beams == 1 else None, batch_size=4)
-  assert translator.decoder == ('greedy' if beams == 1 else 'beam')
+  assert translator.decoder == ('greedy' if beams == 1 else 'generate_beam')
   got_text = translator.translate(texts)
   assert got_text == [w[1] for w in want]
   decode_fn, _ = translator.decoder_for()
@@ -179,6 +179,19 @@ def test_greedy_and_beam_translate_as_generate(converted, corpus, beams):
       # generate's last token at the bound is its forced EOS, which a greedy row at our bound does not write
       assert ours == ids or (len(ids) == MAX_LENGTH - 1 and ours == ids[:-1]), (text, ours, ids)
   assert all(len(w[0]) == MAX_LENGTH - 1 for w in want)  # every sentence reaches the bound: generate's forced EOS
+
+
+def test_a_converted_config_of_beam_style_generate_reads_as_generate_beam(converted, tmp_path):
+  """A converted run's config.json written when generate's search was `beam` with style=generate reads as
+  the one convert writes now (default and test decoder generate_beam, the same option defaults)."""
+  path = os.path.join(converted[3], 'config.json')
+  with open(path, encoding='utf-8') as f:
+    now = json.load(f)
+  old = dict(now, default_decoder='beam', test_decoder='beam',
+             decoder_defaults={'beam': dict(now['decoder_defaults']['generate_beam'], style='generate')})
+  (tmp_path / 'config.json').write_text(json.dumps(old))
+  assert read_run_config(str(tmp_path / 'config.json')).to_dict() == read_run_config(path).to_dict()
+  assert now['default_decoder'] == 'generate_beam'
 
 
 def test_a_multi_target_model_takes_its_language_tag(corpus, tmp_path):
@@ -218,7 +231,7 @@ def check_ct2_export(workdir, texts, references, out_dir):
   """The CTranslate2 export of a converted run scores reference targets with our model's log-probabilities
   (every term of the model counts) and decodes a padded batch greedily as our greedy does."""
   pytest.importorskip('ctranslate2', reason='the export needs ctranslate2 (the ct2 extra)')
-  from nat_jax.deploy.ct2 import Ct2Translator, export_ctranslate2
+  from nat_jax.formats.ct2 import Ct2Translator, export_ctranslate2
   translator = Translator(workdir, 'greedy')
   run = translator.run
   export_ctranslate2(run, out_dir, source=workdir)

@@ -24,8 +24,8 @@ ctranslate2 = pytest.importorskip('ctranslate2')
 from nat_jax import decode  # noqa: E402
 from nat_jax.core.tokens import EOS_ID, decode_length_bound  # noqa: E402
 from nat_jax.data import inference_batches  # noqa: E402
-from nat_jax.deploy import ct2  # noqa: E402
 from nat_jax.errors import ConfigError  # noqa: E402
+from nat_jax.formats import ct2  # noqa: E402
 from nat_jax.run.translation import encode_sources, source_lengths, translate_texts  # noqa: E402
 from nat_jax.run.workdir import Run, load_run  # noqa: E402
 from tests.support import REPO, random_model, tiny_config  # noqa: E402

@@ -245,7 +245,8 @@ def test_decoders_follow_the_views_a_method_offers(corpus):
   from nat_jax.methods import get_method
   from tests.support import tiny_config
   at, dat = get_method(tiny_config(corpus), 50), get_method(dat_config(), 50)
-  assert decode.decoders_for(at) == ['beam', 'greedy', 'jacobi_hgj', 'jacobi_pgj', 'jacobi_pj', 'multiword_beam']
+  assert decode.decoders_for(at) == ['beam', 'generate_beam', 'greedy', 'jacobi_hgj', 'jacobi_pgj', 'jacobi_pj',
+                                    'multiword_beam']
   assert decode.decoders_for(dat) == ['dag_beam', 'dag_greedy', 'dag_joint_viterbi', 'dag_lookahead']
   with pytest.raises(ValueError, match="needs a GraphPredictor.*'at'.*greedy"):
     decode.make_decode_fn(at, 'dag_greedy', {'remove_repeats': False})

@@ -25,7 +25,8 @@ LAYERS = {
     'nat_jax.methods': 3, 'nat_jax.decode': 3,
     'nat_jax.run': 4,  # a trained run: checkpoints, train state, translation, workdir, the Translator
     'nat_jax.training': 5,  # the loop, its steps and bookkeeping; distillation
-    'nat_jax.deploy': 5,  # the HTTP server's library and the CTranslate2 conversion
+    'nat_jax.deploy': 5,  # the HTTP server's library
+    'nat_jax.formats': 5,  # other projects' model formats: Marian in, CTranslate2 out
     'nat_jax.evaluation': 6,  # the benchmark library (its Translator rows and CTranslate2 peers)
     'nat_jax.viz': 5,  # the DAG and decoding-graph pictures
     'nat_jax.aot': 7,  # compiles training's own jitted steps and the decoders for other devices

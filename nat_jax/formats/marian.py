@@ -254,7 +254,7 @@ def never_generated(hf: dict, generation: dict, ours_of: dict[int, int]) -> list
 # --- the run's config --------------------------------------------------------------------------------
 def decoding_defaults(hf: dict, generation: dict) -> tuple[int, str, dict[str, dict[str, str]]]:
   """(max_decode_len, default decoder, per-decoder option defaults) from the generation settings (a
-  generation_config.json, else config.json's): beam with num_beams, the length penalty as generate divides
+  generation_config.json, else config.json's): generate_beam with num_beams, the length penalty as generate divides
   by (length ** length_penalty), generate's stopping (early_stopping)."""
   get = lambda key, default: generation.get(key, hf.get(key, default))  # defaults: GenerationConfig's
   max_length = int(get('max_length', 20) or 20)
@@ -263,12 +263,12 @@ def decoding_defaults(hf: dict, generation: dict) -> tuple[int, str, dict[str, d
   if not math.isfinite(length_penalty):
     raise ConfigError(f'the generation config has length_penalty {length_penalty}; a finite number is needed.')
   early = get('early_stopping', False)
-  beam = {'beam_size': str(max(beams, 1)), 'alpha': repr(length_penalty), 'style': 'generate',
+  beam = {'beam_size': str(max(beams, 1)), 'alpha': repr(length_penalty),
           'early_stopping': {True: 'true', False: 'false', 'never': 'never'}.get(early, 'false')}
   # generate counts the decoder start token in max_length and forces EOS as the last token: at most
-  # max_length - 2 words, then EOS (beam style 'generate' forces it after max_len tokens; greedy's text stops
+  # max_length - 2 words, then EOS (generate_beam forces it after max_len tokens; greedy's text stops
   # there either way). Flax's generate adds one when max_length is passed as an argument.
-  return max(max_length - 2, 1), ('beam' if beams > 1 else 'greedy'), {'beam': beam}
+  return max(max_length - 2, 1), ('generate_beam' if beams > 1 else 'greedy'), {'generate_beam': beam}
 
 
 def run_config(hf: dict, generation: dict, vocab_size: int) -> ml_collections.ConfigDict:
