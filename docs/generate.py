@@ -12,9 +12,9 @@ What it writes:
   README.md                       its methods and results tables, between their `<name>:begin` / `<name>:end` markers
 
 Result files: benchmark_tiny/results.json is what `python -m nat_jax.benchmark --out=docs/results/benchmark_tiny`
-writes, cpu_size_sweep.json what `python -m benchmarks.size_sweep --json=...` writes (vocab_cost.json:
-benchmarks.vocab_cost, pass_cost.json: benchmarks.pass_cost, int8_product.json: benchmarks.int8_product, the
-same way); the others hold the
+writes, cpu_size_sweep.json what `python -m benchmarks.systems.size_sweep --json=...` writes (vocab_cost.json:
+benchmarks.components.vocab_cost, pass_cost.json: benchmarks.components.pass_cost, int8_product.json:
+benchmarks.components.int8_product, the same way); the others hold the
 tables the lab notes record (each says where from, in its `transcribed_from`). A new measurement replaces
 its file; this script turns it into every table that shows it.
 """
@@ -37,7 +37,7 @@ MARKERS = {  # README.md's generated blocks: name -> (begin, end)
 
 # Method pages (docs/methods/<page>.md) and the rows of each result file that belong to them.
 METHOD_PAGES = ('at', 'dat', 'cmlm', 'hrt', 'ibdecoder', 'jacobi', 'drafted')
-SWEEP_PAGE = {  # benchmarks.size_sweep row -> method page
+SWEEP_PAGE = {  # benchmarks.systems.size_sweep row -> method page
     'AT greedy': 'at', 'AT beam 4': 'at', 'DAT dag_lookahead': 'dat', 'HRT hrt (k=2)': 'hrt',
     'IBDecoder greedy': 'ibdecoder', 'SA greedy': 'ibdecoder', 'IBDecoder+SA greedy': 'ibdecoder',
     'IMDecoder greedy': 'ibdecoder', 'CMLM mask_predict (I=10, l=5)': 'cmlm',
@@ -412,7 +412,8 @@ def results_pass_cost() -> str:
 
 
 def results_int8_product() -> str:
-  """The oneDNN kernel's int8 product against XLA's int8 dot, and the core's read floor (benchmarks.int8_product)."""
+  """The oneDNN kernel's int8 product against XLA's int8 dot, and the core's read floor
+  (benchmarks.components.int8_product)."""
   doc = load('int8_product.json')
   rows = {(r['k'], r['n'], r['rows'], r['product']): r for r in doc['rows']}
   threads = sorted({r['product'] for r in doc['rows'] if r['product'].startswith('onednn')})
@@ -469,7 +470,7 @@ def method_fragment(page: str) -> str:
   if labels:
     out += [f"**Speed on 2 CPU cores by model size** (random weights, {sweep['out_len']} output tokens; speed over "
             f'AT greedy, median and range over {sweep_passes(sweep)} passes; '
-            f"{sweep['machine'].split(', ')[-1]}, `benchmarks.size_sweep`):", '',
+            f"{sweep['machine'].split(', ')[-1]}, `benchmarks.systems.size_sweep`):", '',
             sweep_table(sweep, (['AT greedy'] if page != 'at' else []) + labels), '']
   h200 = load('gpu_h200.json')
   pairs = [p for p in h200['pairs'] if PAIR_PAGE[p['pair']] == page]

@@ -8,7 +8,7 @@ results (measured: docs/lab-notes/2026-11-21-at-tiny.md).
 
 glibc reads its tunables when a process starts, so the command lines (`python -m nat_jax.<command>`, the
 `nat-jax-<command>` console scripts) re-execute themselves once with the tunable added, from their entry point
-(nat_jax.commands.launch) before the command's modules (or JAX) are imported; `python -m benchmarks.<name>`
+(nat_jax.commands.launch) before the command's modules (or JAX) are imported; `python -m benchmarks.<room>.<name>`
 re-executes from `cli.run_command`, after its imports, before JAX allocates anything. Nothing happens when the
 tunable is already set, on other systems (macOS, musl, Windows, glibc < 2.35), when transparent huge pages are
 disabled ('never'), or with NAT_JAX_HUGEPAGES=0 in the environment. Importing nat_jax as a library never

@@ -10,7 +10,7 @@ program; compile seconds.
 
 XLA's cost analysis counts a loop body once, whatever its trip count (`while_loop`, `scan`,
 `fori_loop`): the FLOPs of a decoder are those of one pass of its loop. Cost decoders per step
-(nat_jax.aot.programs' units) and multiply by the steps taken (benchmarks/roofline.py).
+(nat_jax.aot.programs' units) and multiply by the steps taken (benchmarks/projection/roofline.py).
 """
 from __future__ import annotations
 

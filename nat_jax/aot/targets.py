@@ -21,7 +21,7 @@ Chip figures (per device; a v3 device is one of its chip's two cores), with thei
                H100 SXM 3.35 TB/s, A100 80 GB 2.04 TB/s as in the target descriptions; H200 4.8 TB/s).
   overhead_s   an assumed fixed cost per sequential device call (a decoding step, a pass): 10 us on a
                TPU, 20 us on a GPU (kernel launches and the loop's condition read back). Not measured here:
-               the roofline projection (benchmarks/roofline.py) states it next to every figure.
+               the roofline projection (benchmarks/projection/roofline.py) states it next to every figure.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ CHIPS = {
     'h100': Chip('NVIDIA H100 SXM 80 GB', 'gpu', 84942979072, 989e12, 3.35232e12, 20e-6, spec_file='h100_sxm.txtpb'),
     'a100': Chip('NVIDIA A100 SXM 80 GB', 'gpu', 85100068864, 312e12, 2.03904e12, 20e-6,
                  spec_file='a100_sxm_80.txtpb'),
-    # no target description: a roofline for calls timed on a lent H200 (benchmarks/unit_speed.py), not a
+    # no target description: a roofline for calls timed on a lent H200 (benchmarks/projection/unit_speed.py), not a
     # compile target; 141 GB (nvidia-smi: 143,771 MiB), 989 T dense bf16 and 4.8 TB/s (NVIDIA datasheet)
     'h200': Chip('NVIDIA H200 SXM 141 GB', 'gpu', 143771 * 2 ** 20, 989e12, 4.8e12, 20e-6),
 }

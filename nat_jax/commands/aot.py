@@ -40,7 +40,7 @@ FLAGS = flags.FLAGS
 
 
 COMMAND_FLAGS = (
-    cli.Flag('config', 'config', None, 'Recipe file (configs/*.py or a recipe name).', required=True),
+    cli.recipe_flag(),
     cli.Flag('target', 'str', None, 'Comma-separated targets: v5e:2x2, v5e:4x4, v6e:2x2, v5p:2x2x1, v4:2x2x2, v3:2x2 '
              '(TPU slices; "/<n>" for n slices), h100, h100x8, a100, a100x8 (GPUs of one node).', required=True),
     cli.Flag('model_parallel', 'int', 1, "Devices per model replica (the mesh's model axis).", low=1, high=1 << 16),

@@ -327,6 +327,12 @@ def workdir_flag(help_text: str = 'Run directory written by nat_jax.train.') -> 
   return Flag('workdir', 'str', None, help_text, path='run', required=True)
 
 
+def recipe_flag() -> Flag:
+  """--config: a recipe, by file or by name, with --config.<key>=<value> overrides."""
+  return Flag('config', 'config', None, 'Recipe file (configs/*.py) or recipe name; --config.<key>=<value> overrides '
+              'a setting (checked before any work).', required=True)
+
+
 # Which decoder a command uses when --decoder is not given.
 RUN_DEFAULT_DECODER = "greedy where the method decodes left to right, else the run's test decoder"
 

@@ -5,7 +5,7 @@ one-line modules nat_jax/<name>.py, nat_jax/aot/__main__.py): `prepare_process()
 loaded, then the command's `console()` (nat_jax.commands.<name>). `prepare_process()` re-executes the process
 once with glibc's huge-page malloc (nat_jax.hugepages) and keeps JAX on the CPU where a CUDA plugin or the TPU
 compiler is installed without the device (nat_jax.backends); `cli.run_command` calls it too, so
-`python -m benchmarks.<name>` gets the same process (after its imports). Importing nat_jax as a library does
+`python -m benchmarks.<room>.<name>` gets the same process (after its imports). Importing nat_jax as a library does
 neither.
 """
 from __future__ import annotations

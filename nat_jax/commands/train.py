@@ -26,8 +26,7 @@ FLAGS = flags.FLAGS
 
 
 COMMAND_FLAGS = (
-    cli.Flag('config', 'config', None, 'Recipe file (configs/*.py) or recipe name; --config.<key>=<value> overrides '
-             'a setting (checked before any work).', required=True),
+    cli.recipe_flag(),
     cli.Flag('workdir', 'str', None, 'Run directory (checkpoints, tokenizer, metrics).', path='new_dir', required=True),
     cli.Flag('distributed', 'bool', False, 'Call jax.distributed.initialize() (auto-detected on TPU pods / SLURM).'),
     cli.Flag('coordinator_address', 'str', None, 'host:port of process 0 for multi-process runs.'),

@@ -35,7 +35,7 @@ from nat_jax.core.graph import (
 from nat_jax.core.masks import NEG_INF
 
 
-def _prepare(log_trans, log_emit, target_lengths, graph_lengths):
+def masked_inputs(log_trans, log_emit, target_lengths, graph_lengths):
   """Masked fp32 inputs: trans [B, L, L], time-major emissions [M, B, L], live bool[M, B] (m < T)."""
   _, size, tlen = log_emit.shape
   trans = clean_log(log_trans, transition_mask(graph_lengths, size))  # [B, L, L]
@@ -66,7 +66,7 @@ def dag_log_likelihood_logspace(log_trans: jax.Array, log_emit: jax.Array, targe
   backward pass, so the memory kept across the scan is alpha only ([M, B, L]), not M copies of
   [B, L, L]. log_trans f32[B, L, L], log_emit f32[B, L, M], lengths i32[B].
   """
-  trans, emit, live = _prepare(log_trans, log_emit, target_lengths, graph_lengths)
+  trans, emit, live = masked_inputs(log_trans, log_emit, target_lengths, graph_lengths)
 
   @jax.checkpoint
   def step(alpha, inputs):  # alpha [B, L]
@@ -88,7 +88,7 @@ def dag_log_likelihood_scaled(log_trans: jax.Array, log_emit: jax.Array, target_
   s and c cancel exactly, so they carry no gradient. q_j = 0 (unreachable, or underflow beyond
   ~87 nats below the best predecessor) maps to NEG_INF like a masked entry.
   """
-  trans, emit, live = _prepare(log_trans, log_emit, target_lengths, graph_lengths)
+  trans, emit, live = masked_inputs(log_trans, log_emit, target_lengths, graph_lengths)
   valid = trans > IMPOSSIBLE  # [B, L, L]
   shift = jax.lax.stop_gradient(jnp.max(trans, axis=1))  # [B, L]: c_j
   scaled = jnp.where(valid, jnp.exp(jnp.where(valid, trans - shift[:, None, :], 0.0)), 0.0)  # [B, L, L]
@@ -121,7 +121,7 @@ def dag_log_likelihood(log_trans: jax.Array, log_emit: jax.Array, target_lengths
   """log of the summed probability of all T-vertex paths (contract): f32[B], -inf where no path.
 
   log_trans f32[B, L, L] (log E_ij), log_emit f32[B, L, M] (log P(y_m | v)), lengths i32[B].
-  Uses the scaled-probability form (the faster one, see benchmarks/dag_loss_speed.py). Rows that
+  Uses the scaled-probability form (the faster one, see benchmarks/components/dag_loss_speed.py). Rows that
   have a path but come out -inf there (every path underflowed) are recomputed in log space, in
   the forward and in the backward pass, each behind a lax.cond that is skipped when no row needs
   it. Gradients of rows without a path are zero. Reverse-mode only (custom VJP).
@@ -194,7 +194,7 @@ def dag_best_alignment(log_trans: jax.Array, log_emit: jax.Array, target_lengths
   Viterbi (the forward recursion with max instead of logsumexp) plus a backtrace; -1 past the
   target length, and -1 everywhere for pairs without a path.
   """
-  trans, emit, _ = _prepare(log_trans, log_emit, target_lengths, graph_lengths)
+  trans, emit, _ = masked_inputs(log_trans, log_emit, target_lengths, graph_lengths)
   delta = viterbi_forward(trans, emit)  # [M, B, L]
   last_step = jnp.clip(target_lengths - 1, 0, emit.shape[0] - 1)  # [B]
   final = jnp.take_along_axis(delta, last_step[None, :, None], axis=0)[0]  # [B, L]

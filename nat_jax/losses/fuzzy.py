@@ -49,7 +49,7 @@ def _shift_left(x: jax.Array, k: int) -> jax.Array:
   return jnp.pad(x[:, k:], pad)
 
 
-def _distinct_reference_ngrams(targets: jax.Array, target_lengths: jax.Array, n: int):
+def distinct_reference_ngrams(targets: jax.Array, target_lengths: jax.Array, n: int):
   """For every start m: (first bool[B, M], count i32[B, M]).
 
   first: the n-gram y_m..y_{m+n-1} lies inside the target and no earlier start has the same n-gram;
@@ -86,7 +86,7 @@ def expected_ngram_stats(log_trans: jax.Array, log_emit: jax.Array, targets: jax
     match = jnp.einsum('bmi,bij->bmj', match, trans) * _shift_left(emit, k)
   expected_counts = jnp.sum(match, axis=-1)  # [B, M]: E[C_g] of the n-gram starting at m
 
-  first, ref_counts = _distinct_reference_ngrams(targets, target_lengths, n)
+  first, ref_counts = distinct_reference_ngrams(targets, target_lengths, n)
   clipped = jnp.where(first, jnp.minimum(expected_counts, ref_counts.astype(jnp.float32)), 0.0)  # [B, M]
   return {'clipped_matches': jnp.sum(clipped, axis=-1),
           'expected_ngrams': jnp.sum(walk, axis=-1),

@@ -15,8 +15,9 @@ PAIRS = 64  # of each split in the pack: the smoke's decoding work (every traini
 @pytest.fixture(scope='module')
 def pack(tmp_path_factory):
   out = tmp_path_factory.mktemp('pack')
-  made = subprocess.run([sys.executable, '-m', 'benchmarks.accelerator_pack', f'--out={out}', f'--max_examples={PAIRS}',
-                         '--vocab_size=500', '--nowheels'], cwd=REPO, capture_output=True, text=True, timeout=600)
+  made = subprocess.run([sys.executable, '-m', 'benchmarks.suite.accelerator_pack', f'--out={out}',
+                         f'--max_examples={PAIRS}', '--vocab_size=500', '--nowheels'], cwd=REPO, capture_output=True,
+                        text=True, timeout=600)
   assert made.returncode == 0, made.stderr[-3000:]
   manifest = json.loads((out / 'manifest.json').read_text())
   assert manifest['examples'] == {'train': PAIRS, 'validation': PAIRS, 'test': PAIRS} and manifest['bytes'] < 64 * 2**20
@@ -35,7 +36,7 @@ def without_tfds(tmp_path) -> dict:
 
 
 def suite(pack, out, env, stages, *flags):
-  return subprocess.run(['bash', 'benchmarks/accelerator_suite.sh', str(pack), f'--out={out}', '--smoke',
+  return subprocess.run(['bash', 'benchmarks/suite/accelerator_suite.sh', str(pack), f'--out={out}', '--smoke',
                          f'--stages={stages}', *flags], cwd=REPO, env=env, capture_output=True, text=True,
                         timeout=1800)
 
@@ -86,7 +87,7 @@ def test_suite_runs_from_the_pack_without_tfds(pack, tmp_path, stages):
 
 def test_the_plan_command_exits_nonzero_for_a_budget_it_cannot_meet():
   for budget, code in ((540, 0), (200, 1)):
-    result = subprocess.run([sys.executable, '-m', 'benchmarks.accelerator_suite', '--plan',
+    result = subprocess.run([sys.executable, '-m', 'benchmarks.suite.accelerator_suite', '--plan',
                              f'--budget_seconds={budget}', '--device=h100'], cwd=REPO, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == code, result.stderr[-2000:]

@@ -198,7 +198,7 @@ def test_ctranslate2_peer_rows_translate_as_our_decoders(trained_run):
 
 def test_pass_cost_times_each_precision_in_float32_greedy_steps(tmp_path):
   out = tmp_path / 'pass_cost.json'
-  result = subprocess.run([sys.executable, '-m', 'benchmarks.pass_cost', '--sizes=128', '--positions=1,4',
+  result = subprocess.run([sys.executable, '-m', 'benchmarks.components.pass_cost', '--sizes=128', '--positions=1,4',
                            '--dtypes=float32,int8', '--passes=1', f'--json={out}'], cwd=REPO, capture_output=True,
                           text=True, timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -212,7 +212,7 @@ def test_pass_cost_times_each_precision_in_float32_greedy_steps(tmp_path):
 @pytest.mark.slow
 def test_size_sweep_runs_every_row_in_each_precision(tmp_path):
   out = tmp_path / 'sweep.json'
-  result = subprocess.run([sys.executable, '-m', 'benchmarks.size_sweep', '--sizes=128', '--batch_sizes=1',
+  result = subprocess.run([sys.executable, '-m', 'benchmarks.systems.size_sweep', '--sizes=128', '--batch_sizes=1',
                            '--passes=1', '--noct2', '--rows=AT greedy,AT drafted (perfect free draft) block 4',
                            f'--json={out}'], cwd=REPO, capture_output=True, text=True, timeout=1800)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -228,7 +228,7 @@ def test_size_sweep_runs_every_row_in_each_precision(tmp_path):
 @pytest.mark.slow
 def test_vocab_cost_rows_are_ratios_of_their_own_times(tmp_path):
   out = tmp_path / 'vocab.json'
-  result = subprocess.run([sys.executable, '-m', 'benchmarks.vocab_cost', '--size=128', '--vocabs=500,2000',
+  result = subprocess.run([sys.executable, '-m', 'benchmarks.components.vocab_cost', '--size=128', '--vocabs=500,2000',
                            '--batch_sizes=1', '--upsample=2', '--source_width=8', '--out_len=4', '--passes=1',
                            f'--json={out}'], cwd=REPO, capture_output=True, text=True, timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]

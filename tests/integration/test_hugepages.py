@@ -15,8 +15,8 @@ def env_for(argv, environ=None, glibc=GLIBC, thp=THP):
 
 def test_module_of_command_lines():
   assert hugepages.module_of(['python', '-m', 'nat_jax.train', '--config=x']) == 'nat_jax.train'
-  argv = ['python3', '-X', 'importtime', '-u', '-m', 'benchmarks.train_speed']
-  assert hugepages.module_of(argv) == 'benchmarks.train_speed'
+  argv = ['python3', '-X', 'importtime', '-u', '-m', 'benchmarks.components.train_speed']
+  assert hugepages.module_of(argv) == 'benchmarks.components.train_speed'
   assert hugepages.module_of(['python', 'script.py', '-m', 'nat_jax.train']) is None
   assert hugepages.module_of(['python', '-c', 'import nat_jax', '-m', 'x']) is None
   assert hugepages.module_of(['python']) is None
@@ -33,7 +33,7 @@ def test_console_scripts_re_execute_too():
 def test_which_processes_re_execute():
   env = env_for(['python', '-m', 'nat_jax.train'])
   assert env == {'PATH': '/bin', 'GLIBC_TUNABLES': hugepages.TUNABLE}
-  assert env_for(['python', '-m', 'benchmarks.decode_speed'])['GLIBC_TUNABLES'] == hugepages.TUNABLE
+  assert env_for(['python', '-m', 'benchmarks.components.decode_speed'])['GLIBC_TUNABLES'] == hugepages.TUNABLE
   kept = env_for(['python', '-m', 'nat_jax.train'], {'GLIBC_TUNABLES': 'glibc.malloc.arena_max=2'})
   assert kept['GLIBC_TUNABLES'] == 'glibc.malloc.arena_max=2:' + hugepages.TUNABLE  # other tunables kept
   for argv, environ, glibc, thp in [

@@ -326,7 +326,7 @@ def test_health_waits_for_warm_up_and_api_key_guards_the_rest(trained_run):
 def test_the_load_generator_speaks_http_as_httpx_does_and_counts_every_request(trained_run):
   """benchmarks/serve_load's raw keep-alive connection gets the answers httpx gets, its error statuses
   raise, and its load answers exactly the requests it was asked for, all of them decoded by the server."""
-  from benchmarks.serve_load import Connection, load, run_async, server_counts
+  from benchmarks.systems.serve_load import Connection, load, run_async, server_counts
   translator = Translator(trained_run, 'greedy', batch_size=4)
 
   async def over_one_connection(url):

@@ -1,8 +1,8 @@
-"""The serving schedules benchmarks.continuous_batching prices, on cases worked out by hand: the rows
+"""The serving schedules benchmarks.systems.continuous_batching prices, on cases worked out by hand: the rows
 every step runs (the loop's shrink stages, the refills), the cache sizes, the encoder calls."""
 import random
 
-from benchmarks.batch_schedules import batch_schedule, continuous_schedule, cost, padded_width, slots_for
+from benchmarks.systems.batch_schedules import batch_schedule, continuous_schedule, cost, padded_width, slots_for
 
 
 def steps(calls):

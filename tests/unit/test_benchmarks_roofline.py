@@ -1,10 +1,10 @@
-"""benchmarks/roofline.py: a call's roofline time is the hand-computed formula, fitted overheads reproduce the
-measured call, and every plan names units the compiler builds."""
+"""benchmarks/projection/roofline.py: a call's roofline time is the hand-computed formula, fitted overheads reproduce
+the measured call, and every plan names units the compiler builds."""
 import jax
 import jax.numpy as jnp
 import pytest
 
-from benchmarks import roofline
+from benchmarks.projection import roofline
 from nat_jax import decode
 from nat_jax.aot import targets
 
@@ -30,7 +30,7 @@ def test_roofline_of_one_matmul():
 
 
 def test_a_fitted_overhead_reproduces_the_measured_call_and_measured_calls_compose():
-  """Fitting the per-call overhead to a measured call (benchmarks/unit_speed.py) makes the roofline give
+  """Fitting the per-call overhead to a measured call (benchmarks/projection/unit_speed.py) makes the roofline give
   exactly that call's time, for a call above the roofline; a call faster than its roofline fits no
   negative overhead. A plan of measured calls is the count-weighted sum, None with a call missing."""
   chip = targets.Chip('test', 'gpu', 1e9, peak_flops=1e12, bandwidth=1e9, overhead_s=2e-5)

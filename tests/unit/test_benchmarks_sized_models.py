@@ -1,10 +1,10 @@
-"""benchmarks.sized_models' draft at a chosen acceptance, against a sequential count of what exact
+"""benchmarks.components.sized_models' draft at a chosen acceptance, against a sequential count of what exact
 drafted decoding finalises per pass (the independent truth), on a Markov-chain verifier."""
 import jax
 import numpy as np
 import pytest
 
-from benchmarks.sized_models import corrupt, source_batch
+from benchmarks.components.sized_models import corrupt, source_batch
 from nat_jax.decode.drafted import drafted_decode
 from nat_jax.decode.greedy import greedy_decode
 from tests.support import markov

@@ -1,10 +1,10 @@
-"""The accelerator suite's plan and budget (benchmarks/suite_plan.py): the plan's arithmetic against a hand count,
+"""The accelerator suite's plan and budget (benchmarks/suite/suite_plan.py): the plan's arithmetic against a hand count,
 the budget's bookkeeping, and how a stage is stopped at its time."""
 import sys
 
 import pytest
 
-from benchmarks import suite_plan
+from benchmarks.suite import suite_plan
 
 UNITS = suite_plan.Units(start_s=10.0, train_compile_s=30.0, decode_compile_s=2.0, greedy_step_ms=1.0)
 

@@ -145,7 +145,7 @@ def test_clients_taking_turns_are_gathered_again_into_one_batch():
 def test_closed_loop_takes_each_sentence_once_from_what_has_arrived(compose, clients, max_batch):
   """benchmarks/serve_load's offline closed loop: `clients` clients, each sending its next sentence when
   answered, all of them waiting whenever the worker is free."""
-  from benchmarks.serve_load import closed_loop_batches
+  from benchmarks.systems.serve_load import closed_loop_batches
   lengths = np.random.default_rng(clients).integers(1, 200, 300)
   stream = ['x' * int(n) for n in lengths]
   batches = closed_loop_batches(stream, clients, max_batch, compose)

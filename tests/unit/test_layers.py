@@ -35,6 +35,13 @@ LAYERS = {
     'nat_jax.aot.__main__': 9,  # aot's one-line module
 }
 
+BENCHMARKS = os.path.join(REPO, 'benchmarks')
+# The benchmarks' rooms (benchmarks/__init__.py), lower number = lower room; rooms of one number import neither
+# the other. A benchmark may import its own room, lower rooms and nat_jax's public names.
+BENCHMARK_ROOMS = {'benchmarks.components': 0, 'benchmarks.projection': 0, 'benchmarks.systems': 1,
+                   'benchmarks.suite': 2}
+PUBLIC_COMMAND_HELPERS = ('nat_jax.commands.cli',)  # how a command line runs (flags with rules, one error path)
+
 
 def layer(module: str) -> int:
   best = max((p for p in LAYERS if module == p or module.startswith(p + '.')), key=len)
@@ -47,8 +54,9 @@ def subpackage(module: str) -> str:
   return '.'.join(parts[:2])
 
 
-def modules():
-  for root, _, files in os.walk(PACKAGE):
+def modules(top: str = PACKAGE):
+  """(dotted name, path) of every module under `top` (nat_jax/ or benchmarks/)."""
+  for root, _, files in os.walk(top):
     for name in files:
       if name.endswith('.py'):
         path = os.path.join(root, name)
@@ -246,7 +254,7 @@ REPOSITORY_CHECKS = {'layers', 'lint'}  # tests/unit/test_<check>.py of the repo
 
 def named_files(test_name: str) -> list[str]:
   """The files a unit test module `test_<room>_<module>.py` (or `test_<module>.py`, `test_<room>.py`) is named
-  after: nat_jax/<room>/<module>.py, nat_jax/<module>.py, the room nat_jax/<room>/, benchmarks/<module>.py."""
+  after: nat_jax/<room>/<module>.py, nat_jax/<module>.py, the room nat_jax/<room>/, benchmarks/<room>/<module>.py."""
   stem = test_name[len('test_'):-len('.py')]
   candidates = [os.path.join(PACKAGE, stem + '.py'), os.path.join(PACKAGE, stem, '__init__.py')]
   for i, char in enumerate(stem):
@@ -254,14 +262,59 @@ def named_files(test_name: str) -> list[str]:
       room, module = stem[:i], stem[i + 1:]
       candidates += [os.path.join(PACKAGE, room, module + '.py')]
       if room == 'benchmarks':
-        candidates += [os.path.join(REPO, 'benchmarks', module + '.py')]
+        candidates += [os.path.join(BENCHMARKS, r.split('.')[1], module + '.py') for r in BENCHMARK_ROOMS]
   return [c for c in candidates if os.path.isfile(c)]
 
 
 def test_unit_tests_are_named_after_what_they_test():
   """The unit tests of nat_jax/<room>/<module>.py are tests/unit/test_<room>_<module>.py (a top-level module's:
-  test_<module>.py; a room's tests across its modules: test_<room>.py; benchmarks/<module>.py's:
+  test_<module>.py; a room's tests across its modules: test_<room>.py; benchmarks/<room>/<module>.py's:
   test_benchmarks_<module>.py), so a reader finds them without searching; and no module has two such files."""
   names = [n for n in os.listdir(os.path.join(REPO, 'tests', 'unit')) if n.startswith('test_') and n.endswith('.py')]
   unnamed = [n for n in names if n[len('test_'):-3] not in REPOSITORY_CHECKS and len(named_files(n)) != 1]
   assert not unnamed, f'unit tests not named after one module (or room) they test: {sorted(unnamed)}'
+
+
+def benchmark_imports(path: str):
+  """(imported benchmarks module, line) and the private nat_jax names a benchmark uses (`from nat_jax.x import _y`,
+  `x._y` on an imported nat_jax name), as 'name:line'."""
+  tree = ast.parse(open(path, encoding='utf-8').read())
+  ours, private = [], []
+  bound = set()  # names bound to nat_jax modules or objects
+  for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom) and node.module:
+      if node.module.startswith('benchmarks'):
+        ours += [(f'{node.module}.{a.name}', node.lineno) for a in node.names]
+      elif node.module.startswith('nat_jax'):
+        bound.update(a.asname or a.name for a in node.names)
+        private += [f'{a.name}:{node.lineno}' for a in node.names if a.name.startswith('_')]
+    elif isinstance(node, ast.Import):
+      ours += [(a.name, node.lineno) for a in node.names if a.name.startswith('benchmarks')]
+      bound.update((a.asname or a.name).split('.')[0] for a in node.names if a.name.startswith('nat_jax'))
+  for node in ast.walk(tree):
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
+            and node.attr.startswith('_') and not node.attr.startswith('__')):
+      private.append(f'{node.value.id}.{node.attr}:{node.lineno}')
+  return ours, private
+
+
+def test_benchmarks_live_in_rooms_import_down_and_use_public_names():
+  """Every benchmark sits in a room of BENCHMARK_ROOMS; it imports its own room or lower ones, of nat_jax's
+  commands only the command-line helper (cli), and no private nat_jax name."""
+  problems = []
+  for module, path in modules(BENCHMARKS):
+    if module == 'benchmarks':
+      continue
+    room = '.'.join(module.split('.')[:2])
+    if room not in BENCHMARK_ROOMS:
+      problems.append(f'{module}: in no room of {sorted(BENCHMARK_ROOMS)}')
+      continue
+    ours, private = benchmark_imports(path)
+    for imported, line in ours:
+      other = '.'.join(imported.split('.')[:2])
+      if other != room and BENCHMARK_ROOMS.get(other, 99) >= BENCHMARK_ROOMS[room]:
+        problems.append(f'{module}:{line} imports {imported} (not a lower room)')
+    problems += [f'{module}:{line} imports {imported} (a command)' for imported, line in nat_jax_imports(path, module)
+                 if imported.startswith('nat_jax.commands') and imported not in PUBLIC_COMMAND_HELPERS]
+    problems += [f'{module} uses the private {name}' for name in private]
+  assert not problems, '\n'.join(problems)

@@ -1,6 +1,6 @@
 """Two ways a server could schedule left-to-right decoding, replayed call by call in plain Python (what
-benchmarks.continuous_batching prices with measured costs; tests/unit/test_benchmarks_batch_schedules.py checks them
-on small cases by hand).
+benchmarks.systems.continuous_batching prices with measured costs; tests/unit/test_benchmarks_batch_schedules.py
+checks them on small cases by hand).
 
 A schedule is a list of program calls, ('encoder', (rows, width)) or ('step', (rows, cache slots, width)),
 and the row-steps it runs (the rows of every step, summed): batch-at-a-time as nat_jax.decode.loop runs

@@ -1,10 +1,10 @@
 """Decoders alternated pass by pass on a shared, noisy machine: ours against a peer engine's, or two
 implementations of one decoder.
 
-  python -m benchmarks.peer_alternating --workdir=runs/at_bible_tiny \
+  python -m benchmarks.systems.peer_alternating --workdir=runs/at_bible_tiny \
       [--rows=greedy,ct2_greedy/threads=1,beam/alpha=0,ct2_beam/threads=1] [--passes=5] \
       [--latency_sentences=100] [--batch=64]
-  python -m benchmarks.peer_alternating --workdir=runs/dat_bible_tiny --rows=dag_beam/search=device,dag_beam
+  python -m benchmarks.systems.peer_alternating --workdir=runs/dat_bible_tiny --rows=dag_beam/search=device,dag_beam
 
 `nat_jax.benchmark` measures its rows one after another, so a host that slows down halfway skews
 their ratios. Here every pass times each row once, in turn, at batch 1 (each of the first

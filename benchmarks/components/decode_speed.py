@@ -1,6 +1,6 @@
 """Decode-loop cost against its floor, for greedy and beam search on a trained run.
 
-  python -m benchmarks.decode_speed --workdir=runs/at_bible_tiny [--repeats=5]
+  python -m benchmarks.components.decode_speed --workdir=runs/at_bible_tiny [--repeats=5]
 
 For batch 1 and batch 64 (the first sentences of the test split): the median time of the whole
 jitted decode (encoder + while_loop), the median time of one jitted decoder step (the scorer's

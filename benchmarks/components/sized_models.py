@@ -1,6 +1,6 @@
 """Our models at the sizes users run, with random weights, and the decoders the speed benchmarks time
-(benchmarks.size_sweep, benchmarks.pass_cost, benchmarks.argmax_speed): one place for the shapes, the
-weights, the sources and the drafts they share. What a decoder call costs depends on the shapes and
+(benchmarks.systems.size_sweep, benchmarks.components.pass_cost, benchmarks.components.argmax_speed): one place
+for the shapes, the weights, the sources and the drafts they share. What a decoder call costs depends on the shapes and
 on how many steps it runs, not on the weights.
 """
 from __future__ import annotations

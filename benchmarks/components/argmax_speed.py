@@ -2,10 +2,10 @@
 alone over [rows, V], and greedy's step as it was (jnp.argmax, jnp.max - logsumexp) against
 `scored_argmax` inside the whole greedy decoder, alternated in one process.
 
-  python -m benchmarks.argmax_speed [--sizes=128,256] [--batch_sizes=1,64] [--passes=7]
+  python -m benchmarks.components.argmax_speed [--sizes=128,256] [--batch_sizes=1,64] [--passes=7]
 
 Alone: one device loop of 64 argmaxes over a [rows, 4000] array (the Bible vocabulary) per call.
-Greedy: benchmarks.sized_models' AT at each size (random weights, 37 output tokens, the median Acts
+Greedy: benchmarks.components.sized_models' AT at each size (random weights, 37 output tokens, the median Acts
 sources), the decoder traced twice: once as it is, once with greedy's step reading its logits as before
 (the tokens are checked equal). Reported: median ms per call and the speed-up, median
 (min-max) of the per-pass ratios.
@@ -19,13 +19,13 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from benchmarks import sized_models
+from benchmarks.components import sized_models
 from nat_jax.commands import cli
 from nat_jax.core.reduce import max_and_argmax
 from nat_jax.decode import greedy
 from nat_jax.metrics.timing import alternated, machine
 
-flags.DEFINE_list('sizes', ['128', '256'], 'd_model of each size (benchmarks.sized_models.SIZES).')
+flags.DEFINE_list('sizes', ['128', '256'], 'd_model of each size (benchmarks.components.sized_models.SIZES).')
 flags.DEFINE_list('batch_sizes', ['1', '64'], 'Rows.')
 flags.DEFINE_integer('passes', 7, 'Timed passes (alternating order).')
 FLAGS = flags.FLAGS

@@ -1,6 +1,6 @@
 """Where an HRT decode spends its time: encoder, Skip-AT loop, Skip-CMLM fill, against C_d = 1.
 
-  python -m benchmarks.hrt_breakdown --workdir=runs/hrt_bible_tiny [--batch_sizes=1,64] [--repeats=5]
+  python -m benchmarks.components.hrt_breakdown --workdir=runs/hrt_bible_tiny [--batch_sizes=1,64] [--repeats=5]
 
 For each batch size (the first sentences of the test split, one padded batch): median time of the
 jitted encoder alone, of Skip-AT greedy decoding alone (encoder + loop; the `greedy` decoder on the
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from absl import flags
 
-from benchmarks.decode_speed import first_batch  # also defines --workdir, --batch_sizes, --repeats
+from benchmarks.components.decode_speed import first_batch  # also defines --workdir, --batch_sizes, --repeats
 from nat_jax import decode
 from nat_jax.commands import cli
 from nat_jax.decode import HybridScorer

@@ -1,8 +1,9 @@
 """Where drafted decoding spends its time at batch 1, against greedy and against a free, perfect draft.
 
-  python -m benchmarks.drafted_breakdown --workdir=runs/at_bible_tiny --drafter=runs/selfdraft_bible_tiny \
+  python -m benchmarks.components.drafted_breakdown --workdir=runs/at_bible_tiny --drafter=runs/selfdraft_bible_tiny \
       [--blocks=4,8] [--sentences=100] [--repeats=3]
-  python -m benchmarks.drafted_breakdown --workdir=runs/at_bible_tiny --drafter=runs/dat_drafter --update=redraft
+  python -m benchmarks.components.drafted_breakdown --workdir=runs/at_bible_tiny --drafter=runs/dat_drafter \
+      --update=redraft
 
 For each of the first `sentences` test sentences, translated alone (batch 1, its own padded width):
 the jitted greedy decode, the `drafted` decoder with --drafter (any drafter spec of that decoder;
@@ -17,6 +18,8 @@ pass (head-drafted ms per pass minus the perfect draft's). With --update=redraft
 (DA-Transformer or CMLM) re-drafts after every pass and is reported as such a head.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -82,11 +85,9 @@ def head_acceptance(run, head: WindowDrafter, src: jax.Array, greedy_tokens: jax
   return counts
 
 
-def main(_):
-  cli.quiet_logs()
-  run = load_run(FLAGS.workdir)
-  build = decode.method_view(run.method, LeftToRightScorer, 'drafted_breakdown')
-  blocks = [int(b) for b in FLAGS.blocks]
+def decoder_fns(run, build, blocks: list[int]) -> tuple[dict, Callable]:
+  """({name: (src, greedy tokens) -> DecodeOutput} for greedy and, per block, drafted and a perfect free draft;
+  the jitted greedy itself)."""
   greedy = decode.build_decoder(run.method, 'greedy', {})[0]
   fns = {'greedy': lambda src, g: greedy(run.params, src)}
   for block in blocks:
@@ -96,43 +97,28 @@ def main(_):
     perfect = jax.jit(lambda p, src, draft, b=block: drafted_decode(build(p), src, draft, block=b))
     fns[f'drafted, block {block}'] = lambda src, g, fn=drafted: fn(run.params, src)
     fns[f'perfect free draft, block {block}'] = lambda src, g, fn=perfect: fn(run.params, src, g)
-  encode = jax.jit(lambda p, src: build(p).encode(src))
-  head = None
+  return fns, greedy
+
+
+def draft_head(run, blocks: list[int]):
+  """(head, the run it belongs to, make: (drafter params, src) -> a re-drafting head, the drafter run) whose
+  acceptance is counted: a re-drafter built per source (--update=redraft), a drafter run's or the verifier's own
+  WindowDrafter, or none."""
   if FLAGS.update == 'redraft':  # a whole-output drafter as a WindowDrafter, built per source (block max(blocks))
     workdir, name, overrides = parse_drafter(FLAGS.drafter)
     drafter_run = load_run(workdir)
-    head_run, make = run, redrafter(drafter_run, name, overrides, max(blocks))
-  elif FLAGS.drafter and not parse_drafter(FLAGS.drafter)[1]:
+    return None, run, redrafter(drafter_run, name, overrides, max(blocks)), drafter_run
+  if FLAGS.drafter and not parse_drafter(FLAGS.drafter)[1]:
     drafter_run = load_run(parse_drafter(FLAGS.drafter)[0])
     if WindowDrafter in drafter_run.method.views():
-      head, head_run = drafter_run.method.views()[WindowDrafter](drafter_run.params), drafter_run
+      return drafter_run.method.views()[WindowDrafter](drafter_run.params), drafter_run, None, drafter_run
   elif not FLAGS.drafter and WindowDrafter in run.method.views():
-    head, head_run = run.method.views()[WindowDrafter](run.params), run
-  ms = {name: [] for name in fns}
-  passes = {name: [] for name in fns}
-  same = {name: 0 for name in fns}
-  enc_ms, counts = [], None
-  for i, src in enumerate(sentences(run, FLAGS.sentences)):
-    g = greedy(run.params, src).tokens
-    order = list(fns)
-    times = {name: [] for name in fns}
-    for name in order:  # compile this width, warm up
-      jax.block_until_ready(fns[name](src, g))
-    for r in range(FLAGS.repeats):
-      for name in (order if r % 2 == 0 else order[::-1]):
-        out, seconds = timed(lambda: fns[name](src, g))  # noqa: B023
-        times[name].append(seconds)
-    enc_ms.append(1e3 * float(np.median([timed(lambda: encode(run.params, src))[1] for _ in range(3)])))
-    for name in fns:
-      out = fns[name](src, g)
-      ms[name].append(1e3 * float(np.median(times[name])))
-      passes[name].append(int(out.aux['iterations'][0] if 'iterations' in out.aux else out.aux['steps'][0]))
-      same[name] += bool(jnp.all(out.tokens == g))
-    if FLAGS.update == 'redraft':
-      head = make(drafter_run.params, src)['head']
-    if head is not None:
-      these = head_acceptance(head_run, head, src, g)
-      counts = these if counts is None else counts + these
+    return run.method.views()[WindowDrafter](run.params), run, None, None
+  return None, None, None, None
+
+
+def print_report(fns, ms, passes, same, enc_ms, counts, head, blocks):
+  """The per-decoder table and, where a head was counted, its acceptance and per-pass cost."""
   base = np.mean(ms['greedy'])
   print(f'Verifier {FLAGS.workdir}, drafter {FLAGS.drafter or "(its own head)"}; {len(ms["greedy"])} test sentences '
         f'alone (batch 1); mean encoder {np.mean(enc_ms):.2f} ms\n')
@@ -158,6 +144,42 @@ def main(_):
       print(f'block {block}: the head adds {extra:.3f} ms per pass (head-drafted pass minus a pass over a '
             'handed-in draft)')
   print(f'\nmachine: {machine()}')
+
+
+def main(_):
+  cli.quiet_logs()
+  run = load_run(FLAGS.workdir)
+  build = decode.method_view(run.method, LeftToRightScorer, 'drafted_breakdown')
+  blocks = [int(b) for b in FLAGS.blocks]
+  fns, greedy = decoder_fns(run, build, blocks)
+  encode = jax.jit(lambda p, src: build(p).encode(src))
+  head, head_run, make, drafter_run = draft_head(run, blocks)
+  ms = {name: [] for name in fns}
+  passes = {name: [] for name in fns}
+  same = {name: 0 for name in fns}
+  enc_ms, counts = [], None
+  for src in sentences(run, FLAGS.sentences):
+    g = greedy(run.params, src).tokens
+    order = list(fns)
+    times = {name: [] for name in fns}
+    for name in order:  # compile this width, warm up
+      jax.block_until_ready(fns[name](src, g))
+    for r in range(FLAGS.repeats):
+      for name in (order if r % 2 == 0 else order[::-1]):
+        out, seconds = timed(lambda: fns[name](src, g))  # noqa: B023
+        times[name].append(seconds)
+    enc_ms.append(1e3 * float(np.median([timed(lambda: encode(run.params, src))[1] for _ in range(3)])))  # noqa: B023
+    for name in fns:
+      out = fns[name](src, g)
+      ms[name].append(1e3 * float(np.median(times[name])))
+      passes[name].append(int(out.aux['iterations'][0] if 'iterations' in out.aux else out.aux['steps'][0]))
+      same[name] += bool(jnp.all(out.tokens == g))
+    if make is not None:
+      head = make(drafter_run.params, src)['head']
+    if head is not None:
+      these = head_acceptance(head_run, head, src, g)
+      counts = these if counts is None else counts + these
+  print_report(fns, ms, passes, same, enc_ms, counts, head, blocks)
 
 
 if __name__ == '__main__':

@@ -1,6 +1,6 @@
 """The floor under a product that reads its weight once: how long this core takes to read a number of bytes
 (numpy's vectorized OR over them as u64 lanes: the fastest read measured here, 2026-12-04 lab note), timed as
-the benchmarks time their programs (benchmarks.int8_product, benchmarks.size_sweep)."""
+the benchmarks time their programs (benchmarks.components.int8_product, benchmarks.systems.size_sweep)."""
 from __future__ import annotations
 
 from typing import Callable

@@ -1,8 +1,9 @@
 """Every paper-scale recipe compiled for TPU slices and an H100 node from this CPU
 (docs/lab-notes/2026-11-25-accelerators.md).
 
-  python -m benchmarks.paper_scale --out=runs/paper_scale
-  python -m benchmarks.paper_scale --out=runs/paper_scale --recipes=dat_wmt14_ende --targets=v5e:2x2 --programs=train
+  python -m benchmarks.projection.paper_scale --out=runs/paper_scale
+  python -m benchmarks.projection.paper_scale --out=runs/paper_scale --recipes=dat_wmt14_ende --targets=v5e:2x2 \
+      --programs=train
 
 For each recipe x target: the gradient step at the largest batch shape and the optimizer step
 (`--programs=train`), and with `decode` the recipe's own decoders at batch 1 and 64; when the gradient

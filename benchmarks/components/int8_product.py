@@ -1,7 +1,7 @@
 """The int8 matrix product on the CPU: the packed oneDNN kernel (nat_jax.kernels.onednn) against XLA's int8 dot,
 each inside a jitted loop as decoding calls it, and the core's read speed beside them.
 
-  python -m benchmarks.int8_product [--rows=1,2,8,64] [--shapes=512x2048,2048x512,512x512,256x1024]
+  python -m benchmarks.components.int8_product [--rows=1,2,8,64] [--shapes=512x2048,2048x512,512x512,256x1024]
       [--megabytes=16] [--loop=8] [--passes=9] [--threads=1,2] [--json=OUT.json]
 
 Per weight shape [k, n] and row count m: one program runs --loop times a chain of products s8[m, k] x [k, n]
@@ -12,7 +12,7 @@ the last one's output, so nothing is hoisted); XLA's side is
 does), the kernel's side reads the weight packed once, on each of --threads OpenMP thread counts. Programs
 alternate over --passes passes; reported: microseconds per product (median), the weight's bytes over that
 time (GB/s), and the kernel's speed over XLA's dot per pass, median (min-max). Every kernel output is checked
-equal to XLA's first. `read` rows: the time to read the weights' bytes once (benchmarks.read_floor), per
+equal to XLA's first. `read` rows: the time to read the weights' bytes once (benchmarks.components.read_floor), per
 weight: the floor a product that reads its weight once cannot go under.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from benchmarks.read_floor import read_once
+from benchmarks.components.read_floor import read_once
 from nat_jax.commands import cli
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
@@ -105,8 +105,8 @@ def main(_):
       results += measure(k, n, rows, [int(t) for t in FLAGS.threads])
   print(f'\nmachine: {machine()}')
   if FLAGS.json:
-    write_atomic(FLAGS.json, json.dumps({'machine': machine(), 'command': 'python -m benchmarks.int8_product '
-                                         + ' '.join(sys.argv[1:]), 'rows': results}, indent=1) + '\n')
+    command = 'python -m benchmarks.components.int8_product ' + ' '.join(sys.argv[1:])
+    write_atomic(FLAGS.json, json.dumps({'machine': machine(), 'command': command, 'rows': results}, indent=1) + '\n')
 
 
 if __name__ == '__main__':

@@ -1,6 +1,6 @@
 """Forward+backward speed and compiled temp memory of the DAG NLL and fuzzy losses vs straightforward baselines.
 
-  nice -n 19 python -m benchmarks.dag_loss_speed --batch 32 --graph 256 --target 32   (from the repo root)
+  nice -n 19 python -m benchmarks.components.dag_loss_speed --batch 32 --graph 256 --target 32   (from the repo root)
 
 NLL: the log-space scan (rematerialised step), the scaled matmul form and a baseline that runs
 logsumexp over a materialised [B, L, L] per step with plain autodiff, all on the same inputs.
@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nat_jax.core.graph import first_vertex
 from nat_jax.core.masks import NEG_INF
 from nat_jax.losses import dag, fuzzy
 from nat_jax.metrics.timing import machine, median_timed
@@ -75,7 +76,7 @@ def baseline_fuzzy_loss(log_trans, log_emit, targets, target_lengths, graph_leng
   walk = p
   for _ in range(n - 1):
     walk = jnp.einsum('bi,bij->bj', walk, trans)
-  first, ref = fuzzy._distinct_reference_ngrams(targets, target_lengths, n)  # pylint: disable=protected-access
+  first, ref = fuzzy.distinct_reference_ngrams(targets, target_lengths, n)
   clipped = jnp.sum(jnp.where(first, jnp.minimum(jnp.stack(counts, 1), ref), 0.0), -1)
   exp_len, exp_ngrams = jnp.sum(p, -1), jnp.sum(walk, -1)
   brevity = jnp.minimum(1.0, jnp.exp(1.0 - target_lengths / exp_len))
@@ -84,13 +85,13 @@ def baseline_fuzzy_loss(log_trans, log_emit, targets, target_lengths, graph_leng
 
 def baseline_best_alignment(log_trans, log_emit, target_lengths, graph_lengths):
   """Viterbi keeping an argmax back-pointer for every (step, vertex): [B, L, L] max + argmax per step."""
-  trans, emit, _ = dag._prepare(log_trans, log_emit, target_lengths, graph_lengths)
+  trans, emit, _ = dag.masked_inputs(log_trans, log_emit, target_lengths, graph_lengths)
 
   def step(delta, emit_k):
     cand = delta[:, :, None] + trans  # [B, L, L]
     return jnp.max(cand, axis=1) + emit_k, jnp.argmax(cand, axis=1).astype(jnp.int32)
 
-  first = dag._initial(emit[0])
+  first = first_vertex(emit[0])
   _, back = jax.lax.scan(step, first, emit[1:])  # [M-1, B, L]
   last = jnp.clip(graph_lengths - 1, 0, log_trans.shape[-1] - 1)
 

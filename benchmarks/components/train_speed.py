@@ -1,8 +1,8 @@
 """Training throughput of a recipe and of its variants, timed side by side: tokens/s of the jitted
 train step on the recipe's real training batches.
 
-  python -m benchmarks.train_speed --config=configs/at_bible_tiny.py [--steps=40]
-  python -m benchmarks.train_speed --config=configs/at_student_bible_tiny.py --workdir=runs/at_bible_tiny \
+  python -m benchmarks.components.train_speed --config=configs/at_bible_tiny.py [--steps=40]
+  python -m benchmarks.components.train_speed --config=configs/at_student_bible_tiny.py --workdir=runs/at_bible_tiny \
       --config.data.distill_dir=runs/distill_greedy --variants='packed:data.pack=8' --passes=4 --steps=20
 
 Each variant (`name:key=value,key=value`, `;` between variants) is the recipe with those config
@@ -28,7 +28,6 @@ import numpy as np
 from absl import flags
 
 from nat_jax.commands import cli
-from nat_jax.commands.train import COMMAND_FLAGS
 from nat_jax.data import bucket_shapes
 from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
@@ -41,7 +40,10 @@ from nat_jax.training.steps import compile_steps
 flags.DEFINE_integer('steps', 40, 'Timed steps per variant and pass.')
 flags.DEFINE_integer('passes', 1, 'Passes over the variants (alternating order).')
 flags.DEFINE_string('variants', '', "Variants timed beside the recipe: 'name:key=value,key=value;name2:...'.")
-FLAGS = flags.FLAGS  # --config and --workdir (tokenizer location; default a temp dir) come from nat_jax.train
+FLAGS = flags.FLAGS
+RECIPE_FLAGS = (cli.recipe_flag(),
+                cli.Flag('workdir', 'str', None, "Where the recipe's tokenizer is trained or found (a distillation "
+                         "student's: its teacher's run); default: a temporary directory."))
 
 
 def parse_variants(spec: str) -> list[tuple[str, dict]]:
@@ -150,5 +152,5 @@ def main(_):
 
 
 if __name__ == '__main__':
-  cli.define_flags(COMMAND_FLAGS)
+  cli.define_flags(RECIPE_FLAGS)
   cli.run_command(main)

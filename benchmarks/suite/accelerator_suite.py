@@ -1,9 +1,9 @@
 """The accelerator suite: what a rare, short lease of a GPU is spent on (run through
-benchmarks/accelerator_suite.sh, which first installs the pack's wheels the machine lacks).
+benchmarks/suite/accelerator_suite.sh, which first installs the pack's wheels the machine lacks).
 
-  python -m benchmarks.accelerator_suite --pack=accelerator_pack [--out=$OUT] [--smoke] [--stages=...] \
+  python -m benchmarks.suite.accelerator_suite --pack=accelerator_pack [--out=$OUT] [--smoke] [--stages=...] \
       [--budget_seconds=540 --device=h200]
-  python -m benchmarks.accelerator_suite --plan --budget_seconds=540 --device=h200 [--pack=...]   # no device
+  python -m benchmarks.suite.accelerator_suite --plan --budget_seconds=540 --device=h200 [--pack=...]   # no device
 
 Stages, in order, each skipped when its marker says it is done (rerun the same command after a
 time-out: trainings resume from their checkpoints):
@@ -23,7 +23,7 @@ OUT/suite.json. --smoke: tiny models and a few steps, the same stages end to end
 (tests/integration/test_accelerator_suite.py).
 
 --budget_seconds=N: the whole call ends within N seconds, whatever happens. The plan
-(benchmarks/suite_plan.py: measured H200 unit costs x each stage's compile count, trainings in shares of what
+(benchmarks/suite/suite_plan.py: measured H200 unit costs x each stage's compile count, trainings in shares of what
 is left) gives each stage its seconds; a stage may use what earlier stages saved and loses what they overran
 (`suite_plan.stage_timeout`), and is stopped with SIGTERM at its time (a training saves a checkpoint). One
 training-step shape per training (--config.num_buckets=1) unless --train_flags says otherwise, and the
@@ -37,7 +37,7 @@ and JAX version, each stage's planned and used seconds, status, updates and trai
 and every benchmarked decoder's BLEU (both references) and batch-1 / batch-64 speed.
 
 What a 15-minute lease ran (docs/lab-notes/2026-11-25-accelerators.md):
-benchmarks/accelerator_suite.sh PACK --stages=teacher,distill,dat,bench --teacher_seconds=140
+benchmarks/suite/accelerator_suite.sh PACK --stages=teacher,distill,dat,bench --teacher_seconds=140
 --dat_seconds=90 --distill_limit=8192 --bench_sentences=64 --latency_sentences=16
 --teacher_decoders=greedy,beam,drafted --dat_decoders=dag_lookahead
 --train_flags=--config.num_buckets=2,--config.max_len=128
@@ -55,7 +55,7 @@ from typing import Optional
 
 from absl import flags
 
-from benchmarks import suite_plan
+from benchmarks.suite import suite_plan
 from nat_jax.commands import cli
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
@@ -67,7 +67,7 @@ SMOKE_MODEL = ['--config.model.d_model=32', '--config.model.d_ff=64', '--config.
                '--config.grad_accum_steps=1', '--config.num_buckets=2', '--config.warmup_steps=2']
 SMOKE_BENCH = (16, 2)  # --smoke's benchmark: sentences, of which translated one by one
 
-flags.DEFINE_string('pack', None, 'A directory written by python -m benchmarks.accelerator_pack.')
+flags.DEFINE_string('pack', None, 'A directory written by python -m benchmarks.suite.accelerator_pack.')
 flags.DEFINE_string('out', os.environ.get('OUT', ''), 'Results directory (default: $OUT, else <pack>/results).')
 flags.DEFINE_list('stages', list(STAGES), 'Stages to run (in this order).')
 flags.DEFINE_bool('smoke', False, 'Tiny models and a few steps (CPU end-to-end check).')
@@ -102,7 +102,7 @@ def pack_files(pack: str) -> dict:
   names['spm'] = os.path.join(pack, 'spm.model')
   missing = [p for p in names.values() if not os.path.exists(p)]
   if missing:
-    raise ConfigError(f'--pack={pack}: {missing} missing; write it with python -m benchmarks.accelerator_pack '
+    raise ConfigError(f'--pack={pack}: {missing} missing; write it with python -m benchmarks.suite.accelerator_pack '
                       f'--out={pack}.')
   return names
 
@@ -290,44 +290,36 @@ def results_markdown(results: dict) -> str:
   return '\n'.join(lines) + '\n'
 
 
-def main(argv):
-  from nat_jax.data import Tokenizer
+def checked_plan(files: Optional[dict]) -> dict:
+  """Each stage's planned seconds under --budget_seconds (printed; empty without it); --plan exits with the
+  plan's verdict; ConfigError for unknown stages or a budget the plan cannot meet (unless --smoke)."""
   unknown = sorted(set(FLAGS.stages) - set(STAGES))
   if unknown:
     raise ConfigError(f'--stages: unknown {unknown}; stages are {list(STAGES)}.')
-  files = pack_files(FLAGS.pack) if FLAGS.pack else None
-  if FLAGS.plan or FLAGS.budget_seconds:
-    if FLAGS.budget_seconds <= 0:
-      raise ConfigError('--plan needs --budget_seconds > 0 (e.g. 540: a 9-minute call).')
-    rows, met = suite_plan.plan(FLAGS.budget_seconds, plan_settings(files), suite_plan.UNITS[FLAGS.device])
-    text = suite_plan.format_plan(rows, FLAGS.budget_seconds, FLAGS.device, met)
-    print(text, flush=True)
-    if FLAGS.plan:
-      sys.exit(0 if met else 1)
-    if not met and not FLAGS.smoke:
-      raise ConfigError(f'--budget_seconds={FLAGS.budget_seconds} cannot be met on {FLAGS.device} (the plan above): '
-                        'raise it, run fewer --stages or decoders, or fewer --train_flags=--config.num_buckets.')
-  if not files:
-    raise ConfigError('--pack is required (write one with python -m benchmarks.accelerator_pack --out=DIR).')
-  planned = {r['stage']: r['seconds'] for r in rows} if FLAGS.budget_seconds else {}
-  t0 = time.time()
-  deadline = t0 + FLAGS.budget_seconds - suite_plan.RESULTS_SECONDS
-  out = FLAGS.out or os.path.join(FLAGS.pack, 'results')
-  os.makedirs(out, exist_ok=True)
+  if not (FLAGS.plan or FLAGS.budget_seconds):
+    return {}
+  if FLAGS.budget_seconds <= 0:
+    raise ConfigError('--plan needs --budget_seconds > 0 (e.g. 540: a 9-minute call).')
+  rows, met = suite_plan.plan(FLAGS.budget_seconds, plan_settings(files), suite_plan.UNITS[FLAGS.device])
+  print(suite_plan.format_plan(rows, FLAGS.budget_seconds, FLAGS.device, met), flush=True)
+  if FLAGS.plan:
+    sys.exit(0 if met else 1)
+  if not met and not FLAGS.smoke:
+    raise ConfigError(f'--budget_seconds={FLAGS.budget_seconds} cannot be met on {FLAGS.device} (the plan above): '
+                      'raise it, run fewer --stages or decoders, or fewer --train_flags=--config.num_buckets.')
+  return {r['stage']: r['seconds'] for r in rows}
+
+
+def stage_commands(out: str, files: dict, runs: dict, failed: set) -> dict:
+  """{stage: () -> its command line}, built when the stage starts (bench reads which stages `failed`)."""
+  from nat_jax.data import Tokenizer
   vocab = Tokenizer(files['spm']).vocab_size
   steps = {k: 4 if FLAGS.smoke else v for k, v in (('teacher', FLAGS.teacher_steps), ('dat', FLAGS.dat_steps),
                                                      ('hrt', FLAGS.hrt_steps))}
-  runs = {k: os.path.join(out, k) for k in ('teacher', 'dat', 'hrt')}
   distill = os.path.join(out, 'distill_greedy')
   cache = os.path.join(out, 'jax_cache')
-  env = {**os.environ, 'JAX_COMPILATION_CACHE_DIR': cache}  # every stage's compiles, kept for a rerun
-  timings_path = os.path.join(out, 'suite.json')
-  timings = {}
-  if os.path.exists(timings_path):
-    with open(timings_path) as f:
-      timings = json.load(f)
   limit = [f'--config.data.max_examples={FLAGS.distill_limit}'] if FLAGS.distill_limit else []
-  commands = {
+  return {
       'teacher': lambda: train('at_base', runs['teacher'], files, vocab, steps['teacher'],
                                [f'--config.compilation_cache_dir={cache}', '--config.test_decoder=greedy']),
       'distill': lambda: [sys.executable, '-m', 'nat_jax.distill', f'--workdir={runs["teacher"]}', f'--out={distill}',
@@ -347,9 +339,28 @@ def main(argv):
                            f'--latency_sentences={budgeted("latency_sentences")}', '--batch1_runs=3',
                            '--dtype=bfloat16'])],
   }
+
+
+def main(argv):
+  files = pack_files(FLAGS.pack) if FLAGS.pack else None
+  planned = checked_plan(files)
+  if not files:
+    raise ConfigError('--pack is required (write one with python -m benchmarks.suite.accelerator_pack --out=DIR).')
+  t0 = time.time()
+  deadline = t0 + FLAGS.budget_seconds - suite_plan.RESULTS_SECONDS
+  out = FLAGS.out or os.path.join(FLAGS.pack, 'results')
+  os.makedirs(out, exist_ok=True)
+  runs = {k: os.path.join(out, k) for k in ('teacher', 'dat', 'hrt')}
+  env = {**os.environ, 'JAX_COMPILATION_CACHE_DIR': os.path.join(out, 'jax_cache')}  # every stage's compiles, kept
+  timings_path = os.path.join(out, 'suite.json')
+  timings = {}
+  if os.path.exists(timings_path):
+    with open(timings_path) as f:
+      timings = json.load(f)
   seconds = {'teacher': FLAGS.teacher_seconds, 'dat': FLAGS.dat_seconds, 'hrt': FLAGS.hrt_seconds}
   order = [name for name in STAGES if name in FLAGS.stages]
   status, failed = {}, set()
+  commands = stage_commands(out, files, runs, failed)
   for name in order:
     if DEPENDS.get(name) in failed:
       status[name] = 'skipped'
@@ -372,6 +383,7 @@ def main(argv):
   if failed:
     raise ConfigError(f'stages {sorted(failed)} failed or were skipped; see {out}/logs; rerun the same command to '
                       'resume.')
+
 
 if __name__ == '__main__':
   cli.run_command(main)

@@ -1,9 +1,9 @@
 """Projected decoding speed at base size on one accelerator chip, from compiled costs
 (docs/lab-notes/2026-11-25-accelerators.md).
 
-  python -m benchmarks.projected_speed --out=runs/projected [--targets=h100,v5e:2x2]
+  python -m benchmarks.projection.projected_speed --out=runs/projected [--targets=h100,v5e:2x2]
 
-PROJECTED, NOT MEASURED. For every plan of benchmarks/roofline.py (each method's default decoder and the
+PROJECTED, NOT MEASURED. For every plan of benchmarks/projection/roofline.py (each method's default decoder and the
 baselines the seeds compare with), the sequential calls it makes are compiled alone for ONE chip of
 each target (a step over a 64-slot cache, a verification pass, a fill pass, a whole loop-free DAG
 decoder, the encoder), in bf16 as a run decodes with --dtype=bfloat16, at batch 1 and 64 with
@@ -43,8 +43,8 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-  from benchmarks import roofline
-  from benchmarks.costs import cached_costs
+  from benchmarks.projection import roofline
+  from benchmarks.projection.costs import cached_costs
   from nat_jax.aot import targets
   if not FLAGS.out:
     raise ConfigError('--out=<directory> is required.')

@@ -1,8 +1,8 @@
-"""How the accelerator suite (benchmarks.accelerator_suite) spends a lease: each stage's expected seconds on a
+"""How the accelerator suite (benchmarks.suite.accelerator_suite) spends a lease: each stage's expected seconds on a
 GPU from measured unit costs and its compile count, the budget each stage gets, and a stage run and stopped
 at its time (`run_stage`).
 
-  python -m benchmarks.accelerator_suite --plan --budget_seconds=540 --device=h200   # prints this plan
+  python -m benchmarks.suite.accelerator_suite --plan --budget_seconds=540 --device=h200   # prints this plan
 
 Unit costs (`UNITS`): what issue 33's lease measured on an H200 (docs/lab-notes/2026-11-25-accelerators.md,
 13.4) where it measured it, else an assumption named as one in `SOURCES`. A stage's expected seconds are
@@ -133,7 +133,7 @@ def stage_timeout(planned: dict[str, float], order: list[str], stage: str, now: 
 
 def format_plan(rows: list[dict], budget_s: float, device: str, met: bool) -> str:
   """The plan as a table; its last line is the total against the budget."""
-  lines = [f'# accelerator suite plan for {device}, budget {budget_s:.0f} s (units: benchmarks/suite_plan.py)',
+  lines = [f'# accelerator suite plan for {device}, budget {budget_s:.0f} s (units: benchmarks/suite/suite_plan.py)',
            '| stage | compiles | start s | compile s | work s | seconds | what |', '|---|---|---|---|---|---|---|']
   for r in rows:
     lines.append(f"| {r['stage']} | {r['compiles']} | {r['start_s']:.0f} | {r['compile_s']:.0f} | {r['work_s']:.0f} "

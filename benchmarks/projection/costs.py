@@ -1,6 +1,6 @@
 """Compiled costs of the decoding calls, cached per (recipe, target, source width): what the roofline
-projection (benchmarks/roofline.py, benchmarks/projected_speed.py) and the measured comparison
-(benchmarks/unit_speed.py) read. A cache file is `<recipe>@<target>@w<width>.json`:
+projection (benchmarks/projection/roofline.py, benchmarks/projection/projected_speed.py) and the measured comparison
+(benchmarks/projection/unit_speed.py) read. A cache file is `<recipe>@<target>@w<width>.json`:
 {'<unit>|<batch>': {flops, bytes, peak_bytes, compile_s, host_callbacks, note}}.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import os
 from typing import Optional
 
-from benchmarks import roofline
+from benchmarks.projection import roofline
 from nat_jax import recipes
 from nat_jax.aot import analysis, programs
 from nat_jax.aot.programs import unit_label
@@ -48,8 +48,8 @@ def cached_costs(out: str, name: str, width: int, first: Optional[dict] = None, 
     path = os.path.join(out, f'{recipe}@{name.replace(":", "_")}@w{width}.json')
     if not os.path.exists(path):
       if target is None:
-        raise ConfigError(f'{path} missing: run python -m benchmarks.projected_speed --out={out} --targets={name} '
-                          f'--width={width} first.')
+        raise ConfigError(f'{path} missing: run python -m benchmarks.projection.projected_speed --out={out} '
+                          f'--targets={name} --width={width} first.')
       write_atomic(path, json.dumps(recipe_costs(recipe, units, target, list(batches), width), indent=2))
     with open(path) as f:
       for key, cost in json.load(f).items():

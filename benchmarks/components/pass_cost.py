@@ -1,10 +1,10 @@
 """What a verification pass over k positions costs against one greedy step, and where the time goes.
 
-  python -m benchmarks.pass_cost [--sizes=128,256,512] [--positions=1,4,8] [--batch=1] [--passes=9] \
+  python -m benchmarks.components.pass_cost [--sizes=128,256,512] [--positions=1,4,8] [--batch=1] [--passes=9] \
       [--dtypes=float32,int8] [--profile] \
       [--variants='xnn:xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_GREEDY']
 
-For each size (benchmarks.sized_models.SIZES, random weights) one device loop of 32 decoder calls of
+For each size (benchmarks.components.sized_models.SIZES, random weights) one device loop of 32 decoder calls of
 the AT's `step_logits` on k new positions against a 64-slot cache, then the argmax of every
 position (what greedy and a verification pass read), per k: ms per call and the cost in calls of
 k = 1 in float32 (a float32 greedy step), median over passes that alternate every program; `--dtypes`
@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from benchmarks import sized_models
+from benchmarks.components import sized_models
 from nat_jax import decode
 from nat_jax.commands import cli
 from nat_jax.core.reduce import argmax
@@ -42,7 +42,7 @@ from nat_jax.kernels import onednn
 from nat_jax.metrics.timing import alternated, machine
 from nat_jax.views import LeftToRightScorer
 
-flags.DEFINE_list('sizes', ['128', '256', '512'], 'd_model of each size (benchmarks.sized_models.SIZES).')
+flags.DEFINE_list('sizes', ['128', '256', '512'], 'd_model of each size (benchmarks.components.sized_models.SIZES).')
 flags.DEFINE_list('positions', ['1', '4', '8'], 'Positions per call (1: a greedy step).')
 flags.DEFINE_integer('batch', 1, 'Rows.')
 flags.DEFINE_integer('passes', 9, 'Timed passes (alternating order).')
@@ -140,8 +140,8 @@ def main(_):
                      'greedy_steps': med[name, dtype, k] / step} for k in positions]
     if FLAGS.json:
       write_atomic(FLAGS.json, json.dumps({'machine': machine(), 'int8_product': onednn.resolve('auto'),
-                                           'batch': FLAGS.batch, 'command': 'python -m '
-                                           'benchmarks.pass_cost ' + ' '.join(sys.argv[1:]), 'rows': results},
+                                           'batch': FLAGS.batch, 'command': 'python -m benchmarks.'
+                                           'components.pass_cost ' + ' '.join(sys.argv[1:]), 'rows': results},
                                           indent=1) + '\n')
     if FLAGS.profile:
       for dtype in FLAGS.dtypes:

@@ -1,10 +1,10 @@
 """Measured seconds of the decoding calls the roofline projection costs, timed on this machine's
 accelerator at base size (docs/lab-notes/2026-11-25-accelerators.md): what a lent GPU says about
-benchmarks/projected_speed.py.
+benchmarks/projection/projected_speed.py.
 
-  python -m benchmarks.unit_speed --out=DIR [--batch_sizes=1,64] [--width=40] [--repeats=30]
+  python -m benchmarks.projection.unit_speed --out=DIR [--batch_sizes=1,64] [--width=40] [--repeats=30]
 
-For every call of every plan in benchmarks/roofline.py (a left-to-right step over a 64-slot cache, a
+For every call of every plan in benchmarks/projection/roofline.py (a left-to-right step over a 64-slot cache, a
 verification pass, a fill pass, the loop-free DAG decoder, the encoder) of every recipe a plan needs:
 the same program nat_jax.aot compiles (nat_jax.aot.programs), here for one local device, in bf16 as a
 run decodes with --dtype=bfloat16, with random weights (a call's cost does not depend on them) and
@@ -15,7 +15,7 @@ overhead stands for. Beside them, whole decoders (`LOOPS`: the device loop, rand
 run to their length bound) and their time per loop trip; the in-loop step is AT greedy's loop less
 its encoder, divided by its steps. Plans composed of the measured
 calls (calls per sentence as in the projection) go beside the projected ones in
-`python -m benchmarks.unit_speed --compare=OUT/unit_speed.json --costs=<projected_speed's --out>`,
+`python -m benchmarks.projection.unit_speed --compare=OUT/unit_speed.json --costs=<projected_speed's --out>`,
 which runs on any machine. Results go to OUT/unit_speed.json after every recipe, so a lease that ends
 early keeps what was timed.
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 from absl import flags
@@ -36,12 +36,13 @@ from nat_jax.files import write_atomic
 
 flags.DEFINE_string('out', None, 'Directory for unit_speed.json.')
 flags.DEFINE_list('batch_sizes', ['1', '64'], 'Batch sizes (sentences).')
-flags.DEFINE_integer('width', 40, 'Source pieces per sentence (as benchmarks.projected_speed --width).')
+flags.DEFINE_integer('width', 40, 'Source pieces per sentence (as benchmarks.projection.projected_speed --width).')
 flags.DEFINE_integer('repeats', 30, 'Timed calls per program (after 3 warm-up calls).')
 flags.DEFINE_list('recipes', [], 'Only these recipes (default: every recipe a projected plan needs).')
 flags.DEFINE_string('chip', '', 'nat_jax.aot.targets.CHIPS name of this device (default: from its device kind).')
 flags.DEFINE_string('compare', None, 'Instead of timing: a unit_speed.json to put beside the projection.')
-flags.DEFINE_string('costs', None, 'With --compare: the --out of benchmarks.projected_speed (its cached costs).')
+flags.DEFINE_string('costs', None, 'With --compare: the --out of benchmarks.projection.projected_speed (its cached '
+                    'costs).')
 flags.DEFINE_list('cost_targets', ['v5e:2x2', 'h100'], 'With --compare: the targets whose cached costs are used '
                   '(the last; a call it could not cost from the one before).')
 FLAGS = flags.FLAGS
@@ -135,7 +136,7 @@ def loop_trips(aux: dict) -> int:
 def measure():
   import jax
 
-  from benchmarks import roofline
+  from benchmarks.projection import roofline
   from nat_jax.aot import targets
   device = jax.devices()[0]
   chip_name = FLAGS.chip or chip_of(device)
@@ -168,21 +169,11 @@ def in_loop_step(units: dict, batch: int) -> Optional[float]:
   return (loop['ms'] - encode['ms']) / loop['loop_steps'] / 1e3
 
 
-def compare(measured_path: str, costs_dir: str, cost_targets: list[str]):
-  """Three columns per plan and per claimed pair (markdown on stdout): the roofline projection with
-  the chip table's per-call overhead; the same with the overhead fitted to the measured in-loop greedy
-  step (its time less its roofline time); and the plan composed of the measured host-dispatched calls."""
-  from benchmarks import roofline
-  from benchmarks.costs import cached_costs
-  from nat_jax.aot import targets
-  with open(measured_path) as f:
-    measured = json.load(f)
-  units, width = measured['units'], measured['width']
-  costs, borrowed = {}, []
-  for name in cost_targets:  # the last target's costs, a call it could not cost from the one before
-    costs, borrowed = cached_costs(costs_dir, name, width, costs or None)
-  chip = targets.CHIPS[measured['chip']]
-  batches = (1, 64)
+def projected_seconds(units: dict, costs: dict, chip, batches) -> tuple[Callable, dict]:
+  """(seconds(column, plan, batch) -> a sentence's seconds or None, for the columns 'table' (the roofline with
+  the chip table's overhead), 'fitted' (the overhead fitted to the measured in-loop greedy step) and
+  'dispatched' (the plan composed of measured calls); the fitted overhead per batch)."""
+  from benchmarks.projection import roofline
   fitted = {}
   for b in batches:
     step, cost = in_loop_step(units, b), costs.get(('at_base', 'step', b))
@@ -200,10 +191,44 @@ def compare(measured_path: str, costs_dir: str, cost_targets: list[str]):
     rows = columns[column].get(b)
     ms = next((r[f'ms_b{b}'] for r in rows or [] if r['plan'] == key), None)
     return None if ms is None else ms / 1e3
+  return seconds, fitted
 
-  def fmt(x, spec):
-    return '-' if x is None else format(x, spec)
 
+def print_loops(units: dict, batches):
+  """The whole decoders timed in their device loops, and greedy's in-loop step against one dispatched alone."""
+  loops = sorted(k for k in units if k.split('|')[1].startswith('loop '))
+  if loops:
+    print('| whole decoder (device loop, random weights) | batch | ms | loop trips | ms per trip |')
+    print('|---|---|---|---|---|')
+    for key in loops:
+      recipe, label, batch = key.split('|')
+      t = units[key]
+      print(f'| {recipe} {label[5:]} | {batch} | {t["ms"]:.3f} | {t["loop_steps"]} | '
+            f'{t["ms"] / max(t["loop_steps"], 1):.4f} |')
+  for b in batches:
+    step = units.get(f'at_base|step|{b}')
+    if in_loop_step(units, b) is not None and step:
+      print(f'at_base greedy b={b}: {in_loop_step(units, b) * 1e3:.3f} ms per step inside the device loop '
+            f'({units[f"at_base|loop greedy|{b}"]["loop_steps"]} steps) vs {step["ms"]:.3f} ms dispatched alone')
+
+
+def compare(measured_path: str, costs_dir: str, cost_targets: list[str]):
+  """Three columns per plan and per claimed pair (markdown on stdout): the roofline projection with
+  the chip table's per-call overhead; the same with the overhead fitted to the measured in-loop greedy
+  step (its time less its roofline time); and the plan composed of the measured host-dispatched calls."""
+  from benchmarks.projection import roofline
+  from benchmarks.projection.costs import cached_costs
+  from nat_jax.aot import targets
+  with open(measured_path) as f:
+    measured = json.load(f)
+  units, width = measured['units'], measured['width']
+  costs, borrowed = {}, []
+  for name in cost_targets:  # the last target's costs, a call it could not cost from the one before
+    costs, borrowed = cached_costs(costs_dir, name, width, costs or None)
+  chip = targets.CHIPS[measured['chip']]
+  batches = (1, 64)
+  seconds, fitted = projected_seconds(units, costs, chip, batches)
+  fmt = lambda x, spec: '-' if x is None else format(x, spec)  # noqa: E731
   names = ('table', 'fitted', 'dispatched')
   print(f'Measured on {measured["device"]} (jax {measured["jax"]}, {measured["date"]}), roofline of '
         f'{chip.name}; costs of {cost_targets[-1]} ({len(borrowed)} calls from {cost_targets[0]}). Per-call '
@@ -226,26 +251,14 @@ def compare(measured_path: str, costs_dir: str, cost_targets: list[str]):
         mine, theirs = seconds(c, plan, b), seconds(c, base, b)
         ups.append(fmt(theirs / mine if mine and theirs else None, '.2f') + ('x' if mine and theirs else ''))
     print(f'| {plan} vs {base} | ' + ' | '.join(ups) + f' | {claimed}x |')
-  loops = sorted(k for k in units if k.split('|')[1].startswith('loop '))
-  if loops:
-    print('| whole decoder (device loop, random weights) | batch | ms | loop trips | ms per trip |')
-    print('|---|---|---|---|---|')
-    for key in loops:
-      recipe, label, batch = key.split('|')
-      t = units[key]
-      print(f'| {recipe} {label[5:]} | {batch} | {t["ms"]:.3f} | {t["loop_steps"]} | '
-            f'{t["ms"] / max(t["loop_steps"], 1):.4f} |')
-  for b in batches:
-    step = units.get(f'at_base|step|{b}')
-    if in_loop_step(units, b) is not None and step:
-      print(f'at_base greedy b={b}: {in_loop_step(units, b) * 1e3:.3f} ms per step inside the device loop '
-            f'({units[f"at_base|loop greedy|{b}"]["loop_steps"]} steps) vs {step["ms"]:.3f} ms dispatched alone')
+  print_loops(units, batches)
+
 
 
 def main(argv):
   if FLAGS.compare:
     if not FLAGS.costs:
-      raise ConfigError('--compare needs --costs=<the --out of python -m benchmarks.projected_speed>.')
+      raise ConfigError('--compare needs --costs=<the --out of python -m benchmarks.projection.projected_speed>.')
     compare(FLAGS.compare, FLAGS.costs, FLAGS.cost_targets)
     return
   if not FLAGS.out:

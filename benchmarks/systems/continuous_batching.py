@@ -1,6 +1,6 @@
 """Would continuous batching beat batch-at-a-time for a served left-to-right decoder on this CPU?
 
-  python -m benchmarks.continuous_batching [--size=256] [--clients=8,32,64] [--stage_steps=1,8] \
+  python -m benchmarks.systems.continuous_batching [--size=256] [--clients=8,32,64] [--stage_steps=1,8] \
       [--sentences=256] [--passes=5] [--tokenizer=spm.model] [--json=OUT.json]
 
 The question of issue 35: a server whose `c` clients each send one sentence and wait for its answer
@@ -10,10 +10,10 @@ with a waiting sentence every `K` steps (`--stage_steps`), so no row idles while
 wins depends on what a decoder step costs at each row count and cache size, so this measures those
 costs and replays both schedules over the same sentences:
 
-- measured (the AT greedy step of benchmarks.sized_models at `--size`, random weights, alternated
+- measured (the AT greedy step of benchmarks.components.sized_models at `--size`, random weights, alternated
   passes, median): `t(B, C, S)`, one greedy step (decoder over one position + argmax) at B rows
   against a C-slot cache and an S-wide source, and `e(B, S)`, the encoder;
-- replayed (benchmarks.batch_schedules, plain Python over the sentences' real lengths):
+- replayed (benchmarks.systems.batch_schedules, plain Python over the sentences' real lengths):
   batch-at-a-time as nat_jax.decode.loop runs it (rows padded to a power of two; the cache growing
   32, 64, 128 slots; the batch shrinking to a quarter once no more are live; the source padded to the
   batch's longest, geometric widths) and continuous batching, as favourably as it could be built (c
@@ -44,7 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from benchmarks.batch_schedules import (
+from benchmarks.components.sized_models import VOCAB, decoder_fn, random_params, sized_method
+from benchmarks.systems.batch_schedules import (
   MAX_LEN,
   batch_schedule,
   continuous_schedule,
@@ -53,7 +54,6 @@ from benchmarks.batch_schedules import (
   padded_width,
   slots_for,
 )
-from benchmarks.sized_models import VOCAB, decoder_fn, random_params, sized_method
 from nat_jax import decode, recipes
 from nat_jax.commands import cli
 from nat_jax.core.reduce import argmax
@@ -65,7 +65,8 @@ from nat_jax.metrics.timing import alternated, machine, timed
 from nat_jax.run.translation import encode_sources
 from nat_jax.views import LeftToRightScorer
 
-flags.DEFINE_integer('size', 256, 'd_model (benchmarks.sized_models.SIZES; 256: the mid-size recipes\' E6D2).')
+flags.DEFINE_integer('size', 256, "d_model (benchmarks.components.sized_models.SIZES; 256: the mid-size recipes' "
+                     'E6D2).')
 flags.DEFINE_list('clients', ['8', '32', '64'], 'Concurrent one-sentence clients (rows in flight); powers of two.')
 flags.DEFINE_list('stage_steps', ['1', '8'], 'Continuous batching: steps between refills.')
 flags.DEFINE_integer('sentences', 256, 'The first this many Acts test sentences, in order (the arrival order).')

@@ -1,6 +1,6 @@
 """Where an HRT model loses BLEU: Skip-AT or the Skip-CMLM fill.
 
-  python -m benchmarks.hrt_quality --workdir=runs/hrt_bible_tiny [--average=3] [--max_sentences=0]
+  python -m benchmarks.components.hrt_quality --workdir=runs/hrt_bible_tiny [--average=3] [--max_sentences=0]
 
 On a split (test by default), with the run's own parameters:
   C_d = 1       the model decoding left to right (`hrt` with chunk=1, greedy);

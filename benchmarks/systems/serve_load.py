@@ -1,6 +1,6 @@
 """The translation server under load, beside offline translation of the same sentences.
 
-  python -m benchmarks.serve_load --runs=runs/at_bible_tiny:greedy,runs/dat_bible_tiny:dag_lookahead,\
+  python -m benchmarks.systems.serve_load --runs=runs/at_bible_tiny:greedy,runs/dat_bible_tiny:dag_lookahead,\
 runs/hrt_bible_tiny:hrt [--clients=1,8,32,128] [--sentences=256] [--soak_seconds=300] [--dtype=int8] \
       [--out=serve_load.json]
 

