@@ -117,7 +117,7 @@ def main(_):
     src = jnp.asarray(np.tile(np.arange(5, 5 + SOURCE, dtype=np.int32), (FLAGS.batch, 1)))
     programs, args = {}, {}
     for dtype in FLAGS.dtypes:
-      method, params = sized_models.in_dtype(config, float_params, dtype)
+      method, params = sized_models.in_precision(config, float_params, dtype)
       scorer = decode.method_view(method, LeftToRightScorer, 'pass_cost')(params)
       enc = jax.jit(scorer.encode)(src)
       args[dtype] = (params, enc, scorer.init_cache(enc, SLOTS))

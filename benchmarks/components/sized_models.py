@@ -9,7 +9,6 @@ from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 from flax import linen as nn
 
@@ -17,9 +16,8 @@ from nat_jax import decode, recipes
 from nat_jax.core.tokens import EOS_ID, MASK_ID
 from nat_jax.decode.drafted import drafted_decode
 from nat_jax.errors import ConfigError
-from nat_jax.kernels import onednn
 from nat_jax.methods import get_method
-from nat_jax.run.workdir import inference_params
+from nat_jax.run.workdir import inference_config, inference_params, precision
 from nat_jax.views import LeftToRightScorer
 
 VOCAB = 4000
@@ -51,18 +49,17 @@ def random_params(method, seed: int):
   return method.init_params(jax.random.PRNGKey(seed), batch)
 
 
-def in_dtype(config, params, dtype: str):
-  """(method, params) of the float model `config` / `params` decoding in `dtype` ('float32' as it is;
-  'int8': quantized as load_run does for a trained run, its products by the kernel where it runs
-  (nat_jax.kernels.onednn.resolve('auto')); 'int8/xla', 'int8/onednn': by that product)."""
+def in_precision(config, params, label: str):
+  """(method, params) of the float model `config` / `params` decoding in the precision `label` ('float32' as it
+  is; a label of nat_jax.run.workdir.PRECISIONS as load_run loads a trained run: 'int8' quantized, its products by
+  the kernel where it runs (nat_jax.kernels.onednn.resolve('auto')); 'int8/xla', 'int8/onednn': by that product)."""
   params = nn.meta.unbox(params)
-  config = ml_collections.ConfigDict(config.to_dict())
-  dtype, _, product = dtype.partition('/')
-  config.model.dtype = dtype
-  if dtype == 'int8':
-    config.model.int8_kernel = onednn.resolve(product or 'auto')
+  label, _, product = label.partition('/')
+  if label == 'float32':
+    return get_method(config, VOCAB), params
+  config = inference_config(config, *precision(label), int8_kernel=product or 'auto')
   method = get_method(config, VOCAB)
-  return method, (params if dtype == 'float32' else inference_params(method, params, dtype))
+  return method, inference_params(method, params, config)
 
 
 def source_batch(seqs: list[list[int]], rows: int) -> np.ndarray:

@@ -20,7 +20,7 @@ from nat_jax.files import write_atomic
 def recipe_costs(recipe: str, units: set, target, batches: list[int], width: int) -> dict:
   """{'<unit>|<batch>': {flops, bytes, compile_s, ...}} of the units `recipe` is needed for."""
   config = recipes.load_recipe(recipes.recipe_path(recipe))
-  setup = programs.make_setup(config, target, inference_dtype='bfloat16')
+  setup = programs.make_setup(config, target, dtype='bfloat16')
   todo = []
   for b in batches:
     todo += [p for p in programs.unit_programs(setup, b, width) if unit_label(p.name) in units]

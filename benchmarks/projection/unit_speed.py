@@ -100,7 +100,7 @@ def recipe_units(recipe: str, units: set, target, batches: list[int], width: int
   from nat_jax.aot import programs
   from nat_jax.aot.programs import unit_label
   config = recipes.load_recipe(recipes.recipe_path(recipe))
-  setup = programs.make_setup(config, target, inference_dtype='bfloat16')
+  setup = programs.make_setup(config, target, dtype='bfloat16')
   params = concrete(setup.params, seed)
   todo = []
   for b in batches:

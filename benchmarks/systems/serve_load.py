@@ -1,7 +1,7 @@
 """The translation server under load, beside offline translation of the same sentences.
 
   python -m benchmarks.systems.serve_load --runs=runs/at_bible_tiny:greedy,runs/dat_bible_tiny:dag_lookahead,\
-runs/hrt_bible_tiny:hrt [--clients=1,8,32,128] [--sentences=256] [--soak_seconds=300] [--dtype=int8] \
+runs/hrt_bible_tiny:hrt [--clients=1,8,32,128] [--sentences=256] [--soak_seconds=300] [--precision=int8] \
       [--out=serve_load.json]
 
 For each run:decoder, on the first `--sentences` sentences of its test split (Acts for the Bible recipes):
@@ -45,8 +45,8 @@ from nat_jax.deploy.server import COMPOSE
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
 from nat_jax.metrics.timing import machine
-from nat_jax.models.transformer import INFERENCE_DTYPES
 from nat_jax.run.translator import Translator
+from nat_jax.run.workdir import PRECISIONS, precision
 
 flags.DEFINE_list('runs', None, 'run_dir:decoder entries, e.g. runs/at_bible_tiny:greedy.')
 flags.DEFINE_list('clients', ['1', '8', '32', '128'], 'Concurrent client counts.')
@@ -57,8 +57,8 @@ flags.DEFINE_integer('passes', 3, 'Timed offline batch-64 passes.')
 flags.DEFINE_integer('latency_sentences', 100, 'Sentences translated alone offline (batch-1 latency).')
 flags.DEFINE_integer('soak_seconds', 0, 'Seconds of 32-client load on the first entry\'s batching server, for the '
                      'memory check.')
-flags.DEFINE_enum('dtype', 'float32', list(INFERENCE_DTYPES), 'Precision of every run, offline and served (--dtype '
-                  'of nat_jax.serve).')
+flags.DEFINE_enum('precision', 'float32', list(PRECISIONS), 'Precision of every run, offline and served (a dtype, '
+                  "or int8: nat_jax.serve's --quantization).")
 flags.DEFINE_integer('max_batch', 64, "The batching server's --max_batch (and the offline closed loop's).")
 flags.DEFINE_float('max_wait_ms', 20.0, 'The batching server\'s --max_wait_ms.')
 flags.DEFINE_enum('warmup', 'narrow', ['none', 'narrow', 'all'], 'The servers\' --warmup (all: every shape a load '
@@ -77,7 +77,7 @@ def percentile_ms(seconds: list[float], q: float) -> float:
 
 def offline(workdir: str, decoder: str, sentences: list[str]) -> dict:
   """Batch-64 throughput and batch-1 latency of Translator.translate in this process."""
-  translator = Translator(workdir, decoder, batch_size=64, dtype=FLAGS.dtype)
+  translator = Translator(workdir, decoder, batch_size=64, **precision_kwargs())
   translator.translate(sentences)  # compiles every batch-64 shape
   times, cpu = [], []
   for _ in range(FLAGS.passes):
@@ -171,10 +171,15 @@ def free_port() -> int:
     return s.getsockname()[1]
 
 
+def precision_kwargs() -> dict[str, str]:
+  """--precision as the Translator's (and nat_jax.serve's) dtype and quantization."""
+  return dict(zip(('dtype', 'quantization'), precision(FLAGS.precision)))
+
+
 def start_server(workdir: str, decoder: str, max_batch: int) -> tuple[subprocess.Popen, str]:
   port = free_port()
   proc = subprocess.Popen([sys.executable, '-m', 'nat_jax.serve', f'--workdir={workdir}', f'--decoder={decoder}',
-                           f'--dtype={FLAGS.dtype}',
+                           *(f'--{k}={v}' for k, v in precision_kwargs().items()),
                            f'--port={port}', f'--max_batch={max_batch}', f'--max_wait_ms={FLAGS.max_wait_ms}',
                            '--max_queue=1000000', '--timeout_s=600', f'--warmup={FLAGS.warmup}',
                            f'--http={FLAGS.http}', f'--compose={FLAGS.compose}'],
@@ -338,7 +343,7 @@ def main(argv):
     sentences = [e.source for e in load_split(config.data, 'test') if e.source.strip()][:FLAGS.sentences]
     print(f'{entry}: {len(sentences)} test sentences', flush=True)
     row = {'offline': offline(workdir, decoder, sentences)}
-    row['batch64_row_steps'] = row_step_use(Translator(workdir, decoder, dtype=FLAGS.dtype), sentences)
+    row['batch64_row_steps'] = row_step_use(Translator(workdir, decoder, **precision_kwargs()), sentences)
     print(f'  batch-64 row steps: {row["batch64_row_steps"]}', flush=True)
     print(f'  offline: {row["offline"]}', flush=True)
     row['batching'] = served(workdir, decoder, sentences, FLAGS.max_batch, levels,

@@ -66,7 +66,7 @@ from benchmarks.components.sized_models import (
   VOCAB,
   corrupt,
   decoder_fn,
-  in_dtype,
+  in_precision,
   random_params,
   sized_method,
   source_batch,
@@ -191,7 +191,7 @@ def timed_programs(size: int, tokenizer, scratch: str):
       config, method = sized_method(recipe, size)
       params = random_params(method, FLAGS.seed)
       for dtype in FLAGS.dtypes:
-        built[recipe, dtype] = (config, *in_dtype(config, params, dtype))
+        built[recipe, dtype] = (config, *in_precision(config, params, dtype))
   config, method, at_params = built['at_bible_tiny', 'float32']
   fns = {label + suffix(dtype): (decoder_fn(built[recipe, dtype][1], name, options, draft, FLAGS.out_len),
                                  built[recipe, dtype][2], draft, dtype)

@@ -32,6 +32,7 @@ from nat_jax.errors import ConfigError
 from nat_jax.methods import get_method
 from nat_jax.parallel import sharding
 from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
+from nat_jax.run.workdir import inference_config
 from nat_jax.training.steps import compile_steps
 from nat_jax.views import HybridScorer, LeftToRightScorer, MaskPredictor, WindowDrafter
 
@@ -65,20 +66,19 @@ class Setup:
 
 
 def make_setup(config: ml_collections.ConfigDict, target: Target, model_parallel: int = 1,
-               inference_dtype: Optional[str] = None) -> Setup:
+               dtype: Optional[str] = None, quantization: str = 'none') -> Setup:
   """The recipe on `target`'s devices as a (data, model) mesh with `model_parallel` devices per model
-  replica (ConfigError when it does not divide the device count). `inference_dtype` ('bfloat16',
-  'int8'): parameters and activations in that precision, as `load_run(..., dtype=...)` decodes (int8:
-  the model's int8 layout, weight matrices int8 with their scales; decoding programs only)."""
+  replica (ConfigError when it does not divide the device count). `dtype` ('bfloat16', ...; None: the recipe's)
+  and `quantization` ('int8'): parameters and activations as `load_run(..., dtype, quantization)` decodes (int8:
+  the model's int8 layout, weight matrices int8 with their scales, XLA's dot; decoding programs only)."""
   mesh = sharding.make_mesh(model_parallel, target.devices)
-  if inference_dtype:
-    config = config.copy_and_resolve_references()
-    config.model.dtype = inference_dtype
+  if dtype or quantization != 'none':
+    config = inference_config(config, dtype or config.model.dtype, quantization, int8_kernel='xla')
   method = get_method(config, config.vocab_size)
   tx = make_optimizer(config)
   state, _ = state_shardings(method, tx, dummy_batch(), mesh)
-  if inference_dtype and inference_dtype != 'int8':  # int8: the int8 model's own layout already
-    to = jnp.dtype(inference_dtype)
+  if dtype and quantization == 'none':  # quantized: the quantized model's own layout already
+    to = jnp.dtype(dtype)
     state = state.replace(params=jax.tree_util.tree_map(
         lambda x: abstract(x.shape, to if jnp.issubdtype(x.dtype, jnp.floating) else x.dtype, x.sharding),
         state.params))

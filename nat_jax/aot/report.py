@@ -62,13 +62,14 @@ def compile_recipe(config: ml_collections.ConfigDict, target: Target, model_para
                    kinds: Sequence[str] = ('train', 'eval', 'decode'), decoders: str = 'all',
                    batch_sizes: Sequence[int] = (1, 64), largest_only: bool = False,
                    load_run: Optional[Callable] = None, overrides: Optional[dict] = None,
-                   verbose: bool = True, inference_dtype: Optional[str] = None) -> RecipeReport:
+                   verbose: bool = True, dtype: Optional[str] = None, quantization: str = 'none') -> RecipeReport:
   """Compile the recipe's programs for `target` on a (data, model) mesh (decoder options: defaults
-  with `overrides`, `--decoder.<opt>` strings; `inference_dtype`: the decoders' precision, decoding
+  with `overrides`, `--decoder.<opt>` strings; `dtype` and `quantization`: the decoders' precision, decoding
   programs only); a program that does not compile is reported with the compiler's error, never raised."""
-  if inference_dtype and set(kinds) - {'decode', 'units'}:
-    raise ConfigError(f'--dtype={inference_dtype} sets the precision of decoding: add --programs=decode (or units).')
-  setup = programs.make_setup(config, target, model_parallel, inference_dtype)
+  if (dtype or quantization != 'none') and set(kinds) - {'decode', 'units'}:
+    raise ConfigError(f'--dtype={dtype} --quantization={quantization} set the precision of decoding: add '
+                      '--programs=decode (or units).')
+  setup = programs.make_setup(config, target, model_parallel, dtype, quantization)
   todo = build_programs(setup, kinds, decoders, batch_sizes, largest_only, load_run, overrides)
   reports = []
   for i, program in enumerate(todo, 1):

@@ -53,6 +53,7 @@ COMMAND_FLAGS = (
     cli.Flag('buckets', 'enum', 'all', 'Training batch shapes: every bucket or the largest.',
              choices=('all', 'largest')),
     cli.dtype_flag(None, "Decoding precision with --programs=decode or units (default: the recipe's)"),
+    cli.quantization_flag('with --programs=decode or units; int8 by XLA\'s dot'),
     cli.Flag('drafter', 'str', '', 'A recipe whose run drafts for `drafted` (e.g. configs/dat_drafter_base.py): '
              'compiled with abstract parameters.'),
     cli.Flag('fit', 'bool', False, 'When the gradient step does not fit: search the largest per-device batch that '
@@ -89,7 +90,7 @@ def main(argv, decoder_options: dict[str, str]):  # decoder_options: for the cho
     loader = drafter_loader(sharding.make_mesh(1, target.devices))
     results.append(report.compile_recipe(config, target, FLAGS.model_parallel, FLAGS.programs, FLAGS.decoders, sizes,
                                          FLAGS.buckets == 'largest', loader, decoder_options,
-                                         inference_dtype=FLAGS.dtype))
+                                         dtype=FLAGS.dtype, quantization=FLAGS.quantization))
   print(report.table(results))
   for name, found in fits.items():
     best = found['fits']

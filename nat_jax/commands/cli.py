@@ -29,7 +29,7 @@ from nat_jax.decode import DECODERS, describe_options
 from nat_jax.errors import ConfigError, NatJaxError, Stopped, setup_logging
 from nat_jax.files import TMP_SUFFIX
 from nat_jax.kernels import onednn
-from nat_jax.models.transformer import INFERENCE_DTYPES
+from nat_jax.models.transformer import DTYPES, QUANTIZATIONS
 from nat_jax.recipes import load_recipe, recipe_path
 from nat_jax.run.workdir import Run, load_run
 from nat_jax.settings import BATCH_RULE, MAX_ROWS, Rule  # noqa: F401 (MAX_ROWS: the commands read cli.MAX_ROWS)
@@ -344,10 +344,17 @@ def decoder_flag(help_text: str, default: Optional[str] = None, name: str = 'dec
 
 
 def dtype_flag(default: Optional[str] = 'float32', help_text: str = 'Inference precision') -> Flag:
-  """--dtype: the precision a run is loaded in (default None: the command's own default, said in help_text)."""
+  """--dtype: the activations' precision a run is loaded in (default None: the command's own, said in help_text)."""
   return Flag('dtype', 'enum' if default else 'str', default,
-              f'{help_text}: parameters cast (bfloat16, float16) or quantized (int8) once at load, softmax statistics '
-              'in fp32.', choices=INFERENCE_DTYPES)
+              f'{help_text}: parameters cast once at load (bfloat16, float16), softmax statistics in fp32.',
+              choices=tuple(DTYPES))
+
+
+def quantization_flag(help_text: str = '') -> Flag:
+  """--quantization: how a run's weight matrices are held at inference (int8: quantized once at load)."""
+  return Flag('quantization', 'enum', 'none', 'Weight matrices quantized once at load: int8 (per-channel scales, '
+              f'float32 activations; --int8_kernel picks the product){"; " + help_text if help_text else ""}, or none.',
+              choices=tuple(QUANTIZATIONS))
 
 
 def checkpoint_flag() -> Flag:
@@ -359,7 +366,7 @@ def average_flag() -> Flag:
 
 
 def int8_kernel_flag() -> Flag:
-  return Flag('int8_kernel', 'enum', 'auto', "The int8 matrix product of --dtype=int8: auto (the packed oneDNN "
+  return Flag('int8_kernel', 'enum', 'auto', "The int8 matrix product of --quantization=int8: auto (the packed oneDNN "
               "kernel on x86-64 CPUs with VNNI, else XLA's int8 dot), onednn (the kernel, or an error saying why it "
               "cannot run), xla (XLA's dot). Both give the same results.", choices=onednn.CHOICES)
 
@@ -444,8 +451,8 @@ def split_decoder_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
 
 # --- checks --------------------------------------------------------------------------------------
 def cli_prologue(workdir: str, which: str, average: int, prepare: Callable[[Run], Any],
-                 dtype: str = 'float32', int8_kernel: str = 'auto') -> tuple[Run, Any]:
+                 dtype: str = 'float32', quantization: str = 'none', int8_kernel: str = 'auto') -> tuple[Run, Any]:
   """Shared start of translate/distill/ddgviz/dagviz (their flags already checked): the run, and
   `prepare(run)` (decoders etc.); errors are raised for `run_command` to print."""
-  run = load_run(workdir, which, average, dtype, int8_kernel)
+  run = load_run(workdir, which, average, dtype, quantization, int8_kernel)
   return run, prepare(run)

@@ -17,7 +17,7 @@ from absl import flags
 
 from nat_jax import decode
 from nat_jax.commands import cli
-from nat_jax.commands.measuring import MEASUREMENT_FLAGS, run_from_flags
+from nat_jax.commands.measuring import MEASUREMENT_FLAGS, default_precision, run_from_flags
 from nat_jax.errors import ConfigError
 from nat_jax.evaluation.benchmark import Entry
 
@@ -48,8 +48,8 @@ def decoder_specs(decoders: list[str], overrides: dict[str, str]) -> list[str]:
 
 def main(argv, decoder_options: dict[str, str]):
   def entries():  # inside run_from_flags: a bad decoder name or option is its `error: ...`, exit 2
-    return [Entry(FLAGS.workdir, FLAGS.dtype, tuple(decoder_specs(FLAGS.decoders, decoder_options)))]
-  baseline = Entry(FLAGS.workdir, FLAGS.dtype, ()).label  # its own greedy and beam
+    return [Entry(FLAGS.workdir, default_precision(), tuple(decoder_specs(FLAGS.decoders, decoder_options)))]
+  baseline = Entry(FLAGS.workdir, default_precision(), ()).label  # its own greedy and beam
   run_from_flags(entries, baseline, FLAGS.out or os.path.join(FLAGS.workdir, 'eval'))
 
 

@@ -9,6 +9,7 @@ from absl import flags
 
 from nat_jax.commands import cli
 from nat_jax.evaluation.benchmark import Entry, benchmark, write_report
+from nat_jax.run.workdir import precision_label
 
 FLAGS = flags.FLAGS
 
@@ -22,11 +23,17 @@ MEASUREMENT_FLAGS = (
     cli.Flag('latency_sentences', 'int', 100, 'Sentences translated one by one for batch-1 latency and words/s.',
              low=1, zero='no latency pass'),
     cli.Flag('batch1_runs', 'int', 3, 'Passes over the latency sentences at batch 1.', low=1, high=1000),
-    cli.dtype_flag(help_text='Inference precision of entries without @dtype'),
+    cli.dtype_flag(help_text='Inference precision of entries without @precision'),
+    cli.quantization_flag('of entries without @precision'),
     cli.int8_kernel_flag(),
     cli.checkpoint_flag(),
     cli.average_flag(),
 )
+
+
+def default_precision() -> str:
+  """The precision label of entries without @precision: --dtype and --quantization's."""
+  return precision_label(FLAGS.dtype, FLAGS.quantization)
 
 
 def run_from_flags(make_entries: Callable[[], list[Entry]], baseline: str | None, out: str):

@@ -43,6 +43,7 @@ COMMAND_FLAGS = (
     cli.checkpoint_flag(),
     cli.average_flag(),
     cli.dtype_flag(),
+    cli.quantization_flag(),
     cli.int8_kernel_flag(),
     cli.Flag('http', 'enum', 'auto', "uvicorn's HTTP parser and event loop: auto (httptools and uvloop, installed "
              'with nat_jax; h11 and asyncio where they are missing), fast (httptools and uvloop, required), or '
@@ -69,7 +70,8 @@ def main(argv, decoder_options: dict[str, str]):
   config = cli.settings_from_flags(ServeConfig, api_key=read_api_key(FLAGS.api_key_file) if FLAGS.api_key_file
                                    else None)
   translator = Translator(FLAGS.workdir, FLAGS.decoder, batch_size=FLAGS.max_batch, average=FLAGS.average,
-                          checkpoint=FLAGS.checkpoint, dtype=FLAGS.dtype, int8_kernel=FLAGS.int8_kernel,
+                          checkpoint=FLAGS.checkpoint, dtype=FLAGS.dtype,
+                          quantization=FLAGS.quantization, int8_kernel=FLAGS.int8_kernel,
                           **decoder_options)
   service = Service(translator, config)
   if FLAGS.host not in ('127.0.0.1', 'localhost', '::1') and config.api_key is None:

@@ -60,6 +60,7 @@ COMMAND_FLAGS = (
     cli.checkpoint_flag(),
     cli.average_flag(),
     cli.dtype_flag(),
+    cli.quantization_flag(),
     cli.int8_kernel_flag(),
     cli.Flag('chunk_lines', 'int', 4096, 'Lines read and translated at a time (bounds memory on big inputs).',
              low=1, high=1 << 24),
@@ -89,7 +90,7 @@ def main(argv, decoder_options: dict[str, str]):
       FLAGS.workdir, FLAGS.checkpoint, FLAGS.average,
       lambda run: Translator.from_run(run, FLAGS.decoder, batch_size=FLAGS.batch_size, workdir=FLAGS.workdir,
                                       **decoder_options),
-      FLAGS.dtype, FLAGS.int8_kernel)[1]
+      FLAGS.dtype, FLAGS.quantization, FLAGS.int8_kernel)[1]
   describe = f'decoder {translator.decoder} {dataclasses.asdict(translator.options)}, {translator.precision}'
   work = lambda source, sink: translate_stream(translator.translate, source, sink, FLAGS.chunk_lines, describe)
   with open(FLAGS.input, 'rb') if FLAGS.input else stdin.buffer as source:

@@ -38,23 +38,22 @@ from nat_jax.files import atomic_output, write_atomic
 from nat_jax.formats import ct2
 from nat_jax.metrics.scoring import reference_view
 from nat_jax.metrics.timing import machine, timed
-from nat_jax.models.transformer import INFERENCE_DTYPES
 from nat_jax.run.translation import encode_sources, source_lengths, translate_texts
 from nat_jax.run.translator import Translator
-from nat_jax.run.workdir import Run
+from nat_jax.run.workdir import PRECISIONS, Run, precision
 
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
   workdir: str
-  dtype: str
+  precision: str  # a label of nat_jax.run.workdir.PRECISIONS: a dtype ('bfloat16') or a quantization ('int8')
   decoders: tuple[str, ...]  # decoder specs; empty: the run's defaults
 
   @property
   def label(self) -> str:
-    """The run's name in tables and file names: the workdir's last part, @dtype unless float32."""
+    """The run's name in tables and file names: the workdir's last part, @precision unless float32."""
     name = os.path.basename(os.path.normpath(self.workdir))
-    return name if self.dtype == 'float32' else f'{name}@{self.dtype}'
+    return name if self.precision == 'float32' else f'{name}@{self.precision}'
 
 
 def parse_decoder(spec: str) -> tuple[str, dict[str, str]]:
@@ -73,15 +72,16 @@ def parse_decoder(spec: str) -> tuple[str, dict[str, str]]:
   return name, dict(o.split('=', 1) for o in opts)
 
 
-def parse_entry(spec: str, default_dtype: str) -> Entry:
-  """'runs/x@bfloat16:greedy+beam' -> Entry('runs/x', 'bfloat16', ('greedy', 'beam')); 'runs/x' -> defaults."""
+def parse_entry(spec: str, default_precision: str) -> Entry:
+  """'runs/x@bfloat16:greedy+beam' -> Entry('runs/x', 'bfloat16', ('greedy', 'beam')); 'runs/x' -> defaults;
+  'runs/x@int8': int8 weights."""
   run, sep, decoders = spec.partition(':')
-  workdir, at, dtype = run.partition('@')
-  if not workdir or (at and dtype not in INFERENCE_DTYPES) or (sep and not decoders):
-    raise ConfigError(f'--runs entry {spec!r}: expected workdir[@{"|".join(INFERENCE_DTYPES)}][:decoder+decoder...]')
+  workdir, at, label = run.partition('@')
+  if not workdir or (at and label not in PRECISIONS) or (sep and not decoders):
+    raise ConfigError(f'--runs entry {spec!r}: expected workdir[@{"|".join(PRECISIONS)}][:decoder+decoder...]')
   for decoder in decoders.split('+') if decoders else ():
     parse_decoder(decoder)
-  return Entry(workdir, dtype or default_dtype, tuple(decoders.split('+')) if decoders else ())
+  return Entry(workdir, label or default_precision, tuple(decoders.split('+')) if decoders else ())
 
 
 def default_decoders(run: Run) -> tuple[str, ...]:
@@ -98,10 +98,10 @@ def build_row(translator: Translator, entry: Entry, spec: str, scratch: str) -> 
   run = translator.run
   name, overrides = parse_decoder(spec)
   if name in ct2.PEERS:
-    if run.method.name != 'at' or entry.dtype != 'float32':
+    if run.method.name != 'at' or entry.precision != 'float32':
       raise ConfigError(f'{entry.workdir}: peer {name} serves an autoregressive run (method at) loaded in float32 '
                         f'(its own quantization option sets the weight type); this one is {run.method.label()} '
-                        f'@{entry.dtype}.')
+                        f'@{entry.precision}.')
     options = ct2.peer_options(name, overrides)
     decode_fn = ct2.peer_decode_fn(run, entry.workdir, options, os.path.join(scratch, entry.label))
     return decode_fn, dataclasses.asdict(options)
@@ -269,6 +269,16 @@ def train_cpu_hours(meta: dict) -> float | None:
   return None if seconds is None else round(seconds / 3600, 2)
 
 
+def check_specs(entries: Sequence[Entry]):
+  """ConfigError for a decoder spec of `entries` with a bad name or option, before any work."""
+  for spec in (spec for entry in entries for spec in entry.decoders):
+    name, overrides = parse_decoder(spec)
+    if name in ct2.PEERS:
+      ct2.peer_options(name, overrides)
+    else:
+      decode.parse_options(name, overrides)
+
+
 def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_sizes: Sequence[int] = (1, 8, 64),
               split: str = 'test', max_sentences: int = 0, latency_sentences: int = 100, batch1_runs: int = 3,
               which: str = 'latest', average: int = 1, int8_kernel: str = 'auto',
@@ -278,18 +288,14 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
   batch_sizes = sorted({int(b) for b in batch_sizes})
   if not entries or not batch_sizes or batch_sizes[0] < 1:
     raise ConfigError('benchmark needs at least one run and batch sizes >= 1.')
-  for spec in (spec for entry in entries for spec in entry.decoders):  # bad names or options: fail before any work
-    name, overrides = parse_decoder(spec)
-    if name in ct2.PEERS:
-      ct2.peer_options(name, overrides)
-    else:
-      decode.parse_options(name, overrides)
+  check_specs(entries)
   rows, hyps, sources, examples, precisions = [], {}, None, None, set()
   start = time.time()
   with tempfile.TemporaryDirectory(prefix='nat_jax_benchmark_') as scratch:  # exported peer models, removed on any exit
     for entry in entries:
-      translator = Translator(entry.workdir, checkpoint=which, average=average, dtype=entry.dtype,
-                              int8_kernel=int8_kernel)
+      dtype, quantization = precision(entry.precision)
+      translator = Translator(entry.workdir, checkpoint=which, average=average, dtype=dtype,
+                              quantization=quantization, int8_kernel=int8_kernel)
       precisions.add(translator.precision)
       run = translator.run
       these = load_split(run.config.data, split)[:max_sentences or None]
@@ -306,7 +312,7 @@ def benchmark(entries: Sequence[Entry], *, baseline: str | None = None, batch_si
         log(f'[{time.time() - start:7.0f}s] {label} on {len(sources)} {split} sentences ...')
         speed, hyps[label], aux = measure_decoder(run, decode_fn, sources, batch_sizes=batch_sizes,
                                                   latency_sentences=latency_sentences, batch1_runs=batch1_runs)
-        rows.append({'label': label, 'run': entry.label, 'workdir': entry.workdir, 'dtype': entry.dtype,
+        rows.append({'label': label, 'run': entry.label, 'workdir': entry.workdir, 'dtype': entry.precision,
                      'method': run.method.label(), 'method_name': run.method.name, 'step': run.meta[0]['step'],
                      'train_cpu_hours': train_cpu_hours(run.meta[0]),
                      'layers': f'E{run.config.model.enc_layers}D{run.config.model.dec_layers}',

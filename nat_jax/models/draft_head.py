@@ -33,7 +33,7 @@ class DraftHead(nn.Module):
                                    (self.window, c.d_model), jnp.float32)
     self.layers = [DecoderLayer(c, name=f'layer_{i}') for i in range(c.dec_layers)]
     if not c.dec_layers:
-      self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, dtype=c.dtype, int8=c.int8)
+      self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, dtype=c.dtype, weights=c.weights)
       self.norm_ffn = layer_norm('norm_ffn', c.dtype, c.layer_norm_epsilon)
     self.norm = layer_norm('norm', c.dtype, c.layer_norm_epsilon)
     self.dropout = nn.Dropout(c.dropout)

@@ -23,8 +23,9 @@ way a self-attention's query, key and value matrices are one matrix (FUSED), one
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import flax.linen as nn
 import jax
@@ -32,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nat_jax.kernels import onednn
+from nat_jax.models.layers import FloatWeights
 
 QMAX = 127.0
 MIN_ROWS = 2  # a dot of fewer rows is padded to this many: the native int8 kernel needs two
@@ -109,6 +111,43 @@ class Int8DenseGeneral(nn.Module):
       y = y + self.param('bias', nn.with_logical_partitioning(nn.initializers.zeros, out_axes), self.features,
                          jnp.float32)
     return y.astype(self.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Int8Weights(FloatWeights):
+  """The layers' weights in int8 (model.quantization 'int8'), multiplied by `product` (PRODUCTS): every projection an
+  Int8DenseGeneral, a self-attention's query, key and value one fused matrix (FUSED), the embedding table int8 with
+  one scale per row (and, for 'onednn', the table packed for the output projection)."""
+  product: str = 'xla'
+  name: ClassVar[str] = 'int8'
+  fuses_qkv: ClassVar[bool] = True
+
+  def dense(self, features: tuple, in_features: tuple, axes: tuple, use_bias: bool, dtype, name=None) -> nn.Module:
+    return Int8DenseGeneral(features, in_features, axes, use_bias=use_bias, dtype=dtype, product=self.product,
+                            name=name)
+
+  def embedding_table(self, module: nn.Module, vocab_size: int, features: int) -> dict:
+    """'embedding' int8 [V, D], 'embedding_scale' f32[V] (filled at load: quantize_params), and for 'onednn'
+    'embedding_packed' u8 (the table packed as the output projection reads it)."""
+    zeros, ones = nn.initializers.zeros, nn.initializers.ones
+    table = {'embedding': module.param('embedding', nn.with_logical_partitioning(zeros, ('vocab', 'embed')),
+                                       (vocab_size, features), jnp.int8),
+             'embedding_scale': module.param('embedding_scale', nn.with_logical_partitioning(ones, ('vocab',)),
+                                             (vocab_size,), jnp.float32)}
+    if self.product == 'onednn':
+      table['embedding_packed'] = module.param('embedding_packed', zeros,
+                                               (onednn.packed_bytes(features, vocab_size),), jnp.uint8)
+    return table
+
+  def lookup(self, table: dict, ids: jax.Array) -> jax.Array:
+    rows = jnp.take(table['embedding'], ids, axis=0).astype(jnp.float32)  # [B, T, D]
+    return rows * jnp.take(table['embedding_scale'], ids, axis=0)[..., None]
+
+  def attend(self, table: dict, x: jax.Array, dtype) -> jax.Array:
+    matrix = table.get('embedding_packed', table['embedding'])
+    flat = int8_matmul(x.reshape(-1, x.shape[-1]).astype(jnp.float32), matrix, table['embedding_scale'],
+                       transposed=True)  # [B*T, V]
+    return flat.reshape(*x.shape[:-1], table['embedding_scale'].shape[0])
 
 
 SCALES = {'kernel': 'scale', 'embedding': 'embedding_scale'}  # an int8 leaf's scale, beside it

@@ -5,7 +5,8 @@ Every parameter carries logical axis names (`embed`, `heads`, `kv`, `mlp`, `voca
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import dataclasses
+from typing import Any, ClassVar, Optional
 
 import flax.linen as nn
 import jax
@@ -13,8 +14,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from nat_jax.core.masks import NEG_INF
-from nat_jax.kernels import onednn
-from nat_jax.models.int8 import Int8DenseGeneral, int8_matmul
 
 Dtype = Any
 default_init = nn.initializers.xavier_uniform()
@@ -25,6 +24,42 @@ default_init = nn.initializers.xavier_uniform()
 POSITION_TIMESCALES = {'tensor2tensor': lambda half: max(half - 1, 1), 'vaswani': lambda half: half}
 ACTIVATIONS = {'relu': nn.relu, 'swish': nn.swish, 'gelu': lambda x: nn.gelu(x, approximate=False)}
 LAYER_NORM_EPSILON = 1e-6  # flax's default, of every run trained here (Marian: 1e-5)
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatWeights:
+  """How the layers hold and multiply their weight matrices: in float32 (this), or quantized (a subclass:
+  nat_jax.models.int8.Int8Weights). The one point where a model's quantization is injected: every projection
+  (`dense`) and the token embedding (`embedding_table`, `lookup`, `attend`) ask it, no layer asks which it is."""
+  name: ClassVar[str] = 'none'  # model.quantization's value
+  fuses_qkv: ClassVar[bool] = False  # a self-attention's query, key and value as one product (one matrix)
+
+  def dense(self, features: tuple, in_features: tuple, axes: tuple, use_bias: bool, dtype, name=None) -> nn.Module:
+    """A projection of the trailing `in_features` axes to `features` (kernel [in..., out...] with logical `axes`)."""
+    kernel_init = nn.with_logical_partitioning(default_init, axes)
+    bias_init = nn.with_logical_partitioning(nn.initializers.zeros, axes[len(in_features):])
+    if len(features) == len(in_features) == 1:
+      return nn.Dense(features[0], dtype=dtype, use_bias=use_bias, name=name, kernel_init=kernel_init,
+                      bias_init=bias_init)
+    return nn.DenseGeneral(features=features, axis=tuple(range(-len(in_features), 0)), dtype=dtype,
+                           use_bias=use_bias, name=name, kernel_init=kernel_init, bias_init=bias_init)
+
+  def embedding_table(self, module: nn.Module, vocab_size: int, features: int) -> dict:
+    """The token table's params, made in `module` (Embed's setup): 'embedding' f32[V, D]."""
+    init = nn.initializers.normal(features**-0.5)
+    return {'embedding': module.param('embedding', nn.with_logical_partitioning(init, ('vocab', 'embed')),
+                                      (vocab_size, features), jnp.float32)}
+
+  def lookup(self, table: dict, ids: jax.Array) -> jax.Array:
+    """Rows of ids i32[B, T] -> [B, T, D]."""
+    return jnp.take(table['embedding'], ids, axis=0)
+
+  def attend(self, table: dict, x: jax.Array, dtype) -> jax.Array:
+    """dtype[B, T, D] -> f32[B, T, V] logits against the table."""
+    return jnp.einsum('btd,vd->btv', x, table['embedding'].astype(dtype)).astype(jnp.float32)
+
+
+FLOAT = FloatWeights()
 
 
 def sinusoidal_positions(positions: jax.Array, dim: int, timescales: str = 'tensor2tensor') -> jax.Array:
@@ -44,29 +79,19 @@ class Embed(nn.Module):
 
   `start_tokens` > 0 adds input-only tokens with ids vocab_size .. vocab_size + start_tokens - 1
   (param `start_embeddings`), e.g. HRT's Skip-AT start token <B_k>: they can be fed, never predicted.
-  `int8` (a product of nat_jax.models.int8.PRODUCTS; '' = float): the table is int8 with one scale per row
-  (`embedding_scale`), for lookups and the output projection alike; 'onednn' adds the table packed for the
-  kernel (`embedding_packed`), which the output projection reads.
+  `weights` holds the table and reads it (FloatWeights: float32; int8: nat_jax.models.int8.Int8Weights).
   """
   vocab_size: int
   features: int
   dtype: Dtype = jnp.float32
   start_tokens: int = 0
-  int8: str = ''
+  weights: FloatWeights = FLOAT
   scale: bool = True  # lookups times sqrt(D)
 
   def setup(self):
-    init = nn.initializers.zeros if self.int8 else nn.initializers.normal(self.features**-0.5)  # int8: filled at load
-    self.embedding = self.param('embedding', nn.with_logical_partitioning(init, ('vocab', 'embed')),
-                                (self.vocab_size, self.features), jnp.int8 if self.int8 else jnp.float32)
-    if self.int8:
-      self.embedding_scale = self.param('embedding_scale', nn.with_logical_partitioning(nn.initializers.ones,
-                                                                                        ('vocab',)),
-                                        (self.vocab_size,), jnp.float32)
-    if self.int8 == 'onednn':
-      self.embedding_packed = self.param('embedding_packed', nn.initializers.zeros,
-                                         (onednn.packed_bytes(self.features, self.vocab_size),), jnp.uint8)
+    self.table = self.weights.embedding_table(self, self.vocab_size, self.features)
     if self.start_tokens:
+      init = nn.initializers.normal(self.features**-0.5)
       self.start_embeddings = self.param('start_embeddings', nn.with_logical_partitioning(init, (None, 'embed')),
                                          (self.start_tokens, self.features), jnp.float32)
 
@@ -77,9 +102,7 @@ class Embed(nn.Module):
     tables first would copy the whole [V, D] vocabulary every call (every HRT decoding step) where
     XLA does not fuse the copy into the lookup."""
     ids = jnp.minimum(tokens, self.vocab_size - 1)  # [B, T]
-    rows = jnp.take(self.embedding, ids, axis=0)  # [B, T, D]
-    if self.int8:
-      rows = rows.astype(jnp.float32) * jnp.take(self.embedding_scale, ids, axis=0)[..., None]
+    rows = self.weights.lookup(self.table, ids)  # [B, T, D]
     if self.start_tokens:
       extra = tokens - self.vocab_size  # [B, T]: >= 0 for a start token
       start = jnp.take(self.start_embeddings, jnp.clip(extra, 0, self.start_tokens - 1), axis=0)
@@ -89,12 +112,7 @@ class Embed(nn.Module):
 
   def attend(self, x: jax.Array) -> jax.Array:
     """dtype[B, T, D] -> f32[B, T, V] logits against the embedding matrix."""
-    if self.int8:
-      table = self.embedding_packed if self.int8 == 'onednn' else self.embedding
-      flat = int8_matmul(x.reshape(-1, x.shape[-1]).astype(jnp.float32), table, self.embedding_scale,
-                         transposed=True)  # [B*T, V]
-      return flat.reshape(*x.shape[:-1], self.vocab_size)
-    return jnp.einsum('btd,vd->btv', x, self.embedding.astype(self.dtype)).astype(jnp.float32)
+    return self.weights.attend(self.table, x, self.dtype)
 
 
 def relative_buckets(q_pos: jax.Array, kv_pos: jax.Array, window: int) -> jax.Array:
@@ -107,9 +125,9 @@ class Attention(nn.Module):
   """Multi-head attention; optional key-only relative positions (HRT) and a fixed-size KV cache.
 
   Relative keys: logits_ij = q_i . (k_j + r[clip(p_j - p_i, -w, w)]) / sqrt(d_head), where p are
-  the positions actually fed (so Skip-AT's 0, k, 2k, ... give the true distances). `int8` (a product of
-  nat_jax.models.int8.PRODUCTS): the four projections in int8; attention itself stays in `dtype`. `fuse_qkv`
-  (self-attention, where queries, keys and values are projections of one input): in int8 the three are one
+  the positions actually fed (so Skip-AT's 0, k, 2k, ... give the true distances). `weights` makes the four
+  projections (quantized ones in int8; attention itself stays in `dtype`). `fuse_qkv` (self-attention, where
+  queries, keys and values are projections of one input): where the weights fuse them (int8) the three are one
   product of one matrix [D, 3, H, Dh] ('qkv', stacked from the float run's 'query', 'key' and 'value' at load:
   nat_jax.models.int8.FUSED), so a step quantizes its input once and calls one product instead of three.
   """
@@ -118,26 +136,20 @@ class Attention(nn.Module):
   dropout: float = 0.0
   relative_window: int = 0
   dtype: Dtype = jnp.float32
-  int8: str = ''
+  weights: FloatWeights = FLOAT
   use_bias: bool = False  # biases on the four projections (Marian)
-  fuse_qkv: bool = False  # int8: one product for queries, keys and values (self-attention; see above)
+  fuse_qkv: bool = False  # one product for queries, keys and values where the weights fuse them (see above)
+
+  @property
+  def fused(self) -> bool:
+    return self.fuse_qkv and self.weights.fuses_qkv
 
   def setup(self):
-    h, dh, bias = self.num_heads, self.d_model // self.num_heads, self.use_bias
-    if self.int8:
-      proj = lambda heads=(h, dh), axes=('heads', 'kv'): Int8DenseGeneral(
-          heads, (self.d_model,), ('embed', *axes), use_bias=bias, dtype=self.dtype, product=self.int8)
-      self.out = Int8DenseGeneral((self.d_model,), (h, dh), ('heads', 'kv', 'embed'), use_bias=bias, dtype=self.dtype,
-                                  product=self.int8)
-    else:
-      zeros = nn.initializers.zeros
-      proj = lambda: nn.DenseGeneral(features=(h, dh), axis=-1, dtype=self.dtype, use_bias=bias,
-                                     kernel_init=nn.with_logical_partitioning(default_init, ('embed', 'heads', 'kv')),
-                                     bias_init=nn.with_logical_partitioning(zeros, ('heads', 'kv')))
-      self.out = nn.DenseGeneral(features=self.d_model, axis=(-2, -1), dtype=self.dtype, use_bias=bias,
-                                 kernel_init=nn.with_logical_partitioning(default_init, ('heads', 'kv', 'embed')),
-                                 bias_init=nn.with_logical_partitioning(zeros, ('embed',)))
-    if self.int8 and self.fuse_qkv:
+    h, dh, w = self.num_heads, self.d_model // self.num_heads, self.weights
+    proj = lambda heads=(h, dh), axes=('heads', 'kv'): w.dense(heads, (self.d_model,), ('embed', *axes),
+                                                               self.use_bias, self.dtype)
+    self.out = w.dense((self.d_model,), (h, dh), ('heads', 'kv', 'embed'), self.use_bias, self.dtype)
+    if self.fused:
       self.qkv = proj((3, h, dh), (None, 'heads', 'kv'))
     else:
       self.query, self.key, self.value = proj(), proj(), proj()
@@ -153,13 +165,13 @@ class Attention(nn.Module):
     The layouts of the KV cache (CACHE_SLOT_AXIS): a decoding step multiplies each head's query by a contiguous
     [Dh, Tk] block of keys and its weights by a [Tk, Dh] block of values, so nothing of the cache is moved per
     step (keys stored [Tk, Dh], XLA:CPU transposes every head's keys for the query's product at every step)."""
-    if self.int8 and self.fuse_qkv:
+    if self.fused:
       return self.project_qkv(x_kv)[1]
     return cache_layout(self.key(x_kv), self.value(x_kv))
 
   def project_qkv(self, x):
     """x [B, T, D] -> (queries [B, T, H, Dh], `project_kv`'s keys/values of x)."""
-    if self.int8 and self.fuse_qkv:
+    if self.fused:
       qkv = self.qkv(x)  # [B, T, 3, H, Dh]
       return qkv[:, :, 0], cache_layout(qkv[:, :, 1], qkv[:, :, 2])
     return self.query(x), self.project_kv(x)
@@ -252,7 +264,7 @@ class FeedForward(nn.Module):
   d_ff: int
   dropout: float = 0.0
   dtype: Dtype = jnp.float32
-  int8: str = ''  # both matrices in int8, by this product (nat_jax.models.int8.PRODUCTS); '' = float
+  weights: FloatWeights = FLOAT  # makes both matrices (float32, or quantized)
   activation: str = 'relu'  # a name in ACTIVATIONS
 
   @nn.compact
@@ -264,10 +276,7 @@ class FeedForward(nn.Module):
     return self.dense(self.d_ff, self.d_model, ('mlp', 'embed'), 'wo')(y)
 
   def dense(self, d_in: int, d_out: int, axes: tuple, name: str) -> nn.Module:
-    if self.int8:
-      return Int8DenseGeneral((d_out,), (d_in,), axes, use_bias=True, dtype=self.dtype, product=self.int8, name=name)
-    return nn.Dense(d_out, dtype=self.dtype, name=name, kernel_init=nn.with_logical_partitioning(default_init, axes),
-                    bias_init=nn.with_logical_partitioning(nn.initializers.zeros, axes[1:]))
+    return self.weights.dense((d_out,), (d_in,), axes, True, self.dtype, name)
 
 
 def layer_norm(name: str, dtype, epsilon: float = LAYER_NORM_EPSILON) -> nn.LayerNorm:

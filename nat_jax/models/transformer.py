@@ -15,23 +15,25 @@ import jax.numpy as jnp
 
 from nat_jax.core.masks import attention_mask
 from nat_jax.errors import ConfigError
-from nat_jax.models.int8 import PRODUCTS
+from nat_jax.models.int8 import PRODUCTS, Int8Weights
 from nat_jax.models.layers import (
     ACTIVATIONS,
     CACHE_SLOT_AXIS,
+    FLOAT,
     LAYER_NORM_EPSILON,
     POSITION_TIMESCALES,
     Attention,
     Embed,
     FeedForward,
+    FloatWeights,
     layer_norm,
     sinusoidal_positions,
 )
 
-DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16, 'float16': jnp.float16}
-# What a run may be decoded in: the training dtypes, and int8 (float32 activations over int8 weight
-# matrices, quantized once at load: nat_jax.models.int8).
-INFERENCE_DTYPES = (*DTYPES, 'int8')
+DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16, 'float16': jnp.float16}  # of activations
+# How the weight matrices are held (model.quantization): float32 ('none', every training), or quantized once at
+# load for decoding ('int8': int8 weight matrices, float32 activations; by the product model.int8_kernel names).
+QUANTIZATIONS = {'none': lambda product: FLOAT, 'int8': lambda product: Int8Weights(product)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +52,7 @@ class TransformerConfig:
   length_classes: int = 0   # >0: a target-length head over lengths 0 .. length_classes - 1 (CMLM)
   directions: int = 0       # >0: trainable direction embeddings added to decoder inputs (IMDecoder, h)
   dtype: Any = jnp.float32  # activation dtype; params and softmax statistics stay fp32
-  int8: str = ''            # int8 weight matrices (model.dtype 'int8'), by this product: nat_jax.models.int8.PRODUCTS
+  weights: FloatWeights = FLOAT  # how the weight matrices are held: model.quantization (QUANTIZATIONS)
   # What a converted Marian / OPUS-MT teacher needs (nat_jax.formats.marian); the defaults are every run trained here.
   activation: str = 'relu'                   # of the FFN: a name in nat_jax.models.layers.ACTIVATIONS
   position_timescales: str = 'tensor2tensor'  # the sinusoid frequencies (layers.POSITION_TIMESCALES)
@@ -70,8 +72,8 @@ ARCHITECTURE_OPTIONS = {name: TransformerConfig.__dataclass_fields__[name].defau
 def transformer_config(model_cfg, vocab_size: int, **extra) -> TransformerConfig:
   """ml_collections `config.model` -> TransformerConfig (clear errors for bad values); `extra` sets
   what a method adds (start_tokens, length_classes)."""
-  if model_cfg.dtype not in INFERENCE_DTYPES:
-    raise ConfigError(f'model.dtype must be one of {sorted(INFERENCE_DTYPES)}, got {model_cfg.dtype!r}.')
+  if model_cfg.dtype not in DTYPES:
+    raise ConfigError(f'model.dtype must be one of {sorted(DTYPES)}, got {model_cfg.dtype!r}.')
   if model_cfg.d_model % model_cfg.num_heads:
     raise ConfigError(f'model.d_model={model_cfg.d_model} must be divisible by model.num_heads={model_cfg.num_heads}.')
   options = {name: model_cfg.get(name, default) for name, default in ARCHITECTURE_OPTIONS.items()}
@@ -82,19 +84,23 @@ def transformer_config(model_cfg, vocab_size: int, **extra) -> TransformerConfig
       vocab_size=vocab_size, d_model=model_cfg.d_model, num_heads=model_cfg.num_heads, d_ff=model_cfg.d_ff,
       enc_layers=model_cfg.enc_layers, dec_layers=model_cfg.dec_layers, dropout=model_cfg.dropout,
       attention_dropout=model_cfg.attention_dropout, pre_norm=model_cfg.pre_norm,
-      relative_window=model_cfg.relative_window, dtype=DTYPES.get(model_cfg.dtype, jnp.float32),
-      int8=int8_product(model_cfg), **options, **extra)
+      relative_window=model_cfg.relative_window, dtype=DTYPES[model_cfg.dtype], weights=model_weights(model_cfg),
+      **options, **extra)
 
 
-def int8_product(model_cfg) -> str:
-  """'' for float weights; for model.dtype 'int8' the product model.int8_kernel names ('xla' or 'onednn',
-  resolved at load: nat_jax.kernels.onednn.resolve; XLA's dot where a config names none)."""
-  if model_cfg.dtype != 'int8':
-    return ''
-  product = model_cfg.get('int8_kernel', 'xla')
+def model_weights(model_cfg) -> FloatWeights:
+  """How the model holds its weight matrices: model.quantization (QUANTIZATIONS), int8 by the product
+  model.int8_kernel names ('xla' or 'onednn', resolved at load:
+  nat_jax.kernels.onednn.resolve; XLA's dot where a config names none). ConfigError for another value."""
+  name, product = model_cfg.quantization, model_cfg.get('int8_kernel', 'xla')
+  if name not in QUANTIZATIONS:
+    raise ConfigError(f'model.quantization must be one of {", ".join(QUANTIZATIONS)}, got {name!r}.')
   if product not in PRODUCTS:
     raise ConfigError(f'model.int8_kernel must be one of {", ".join(PRODUCTS)} once loaded, got {product!r}.')
-  return product
+  if name != 'none' and model_cfg.dtype != 'float32':
+    raise ConfigError(f'model.quantization {name} computes in float32 (model.dtype float32), got model.dtype '
+                      f'{model_cfg.dtype!r}.')
+  return QUANTIZATIONS[name](product)
 
 
 def residual(f, x, norm, dropout, pre_norm: bool, deterministic: bool):
@@ -105,7 +111,7 @@ def residual(f, x, norm, dropout, pre_norm: bool, deterministic: bool):
 
 
 def feed_forward(c: TransformerConfig) -> FeedForward:
-  return FeedForward(c.d_model, c.d_ff, c.dropout, dtype=c.dtype, int8=c.int8, activation=c.activation)
+  return FeedForward(c.d_model, c.d_ff, c.dropout, dtype=c.dtype, weights=c.weights, activation=c.activation)
 
 
 class EncoderLayer(nn.Module):
@@ -113,7 +119,7 @@ class EncoderLayer(nn.Module):
 
   def setup(self):
     c = self.cfg
-    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype, int8=c.int8,
+    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype, weights=c.weights,
                                     use_bias=c.attention_bias, fuse_qkv=True)
     self.ffn = feed_forward(c)
     self.norm_attention = layer_norm('norm_attention', c.dtype, c.layer_norm_epsilon)
@@ -135,9 +141,9 @@ class DecoderLayer(nn.Module):
 
   def setup(self):
     c = self.cfg
-    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, c.relative_window, c.dtype, c.int8,
+    self.self_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, c.relative_window, c.dtype, c.weights,
                                     c.attention_bias, fuse_qkv=True)
-    self.cross_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype, int8=c.int8,
+    self.cross_attention = Attention(c.num_heads, c.d_model, c.attention_dropout, dtype=c.dtype, weights=c.weights,
                                      use_bias=c.attention_bias)
     self.ffn = feed_forward(c)
     self.norm_self = layer_norm('norm_self', c.dtype, c.layer_norm_epsilon)
@@ -174,7 +180,7 @@ class Transformer(nn.Module):
 
   def setup(self):
     c = self.cfg
-    self.embed = Embed(c.vocab_size, c.d_model, c.dtype, c.start_tokens, c.int8, c.scale_embedding)
+    self.embed = Embed(c.vocab_size, c.d_model, c.dtype, c.start_tokens, c.weights, c.scale_embedding)
     if c.output_bias:
       self.output_bias = self.param('output_bias', nn.with_logical_partitioning(nn.initializers.zeros, ('vocab',)),
                                     (c.vocab_size,), jnp.float32)

@@ -17,7 +17,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.model = ml_collections.ConfigDict(dict(  # the encoder-decoder every method builds on
       method='at',                # a name in nat_jax.methods.METHODS; its own options: the section c.<method>
       d_model=512, num_heads=8, d_ff=2048, enc_layers=6, dec_layers=6, dropout=0.1,
-      attention_dropout=0.0, pre_norm=True, relative_window=0, dtype='float32',
+      attention_dropout=0.0, pre_norm=True, relative_window=0,
+      dtype='float32',      # of the activations (float32, bfloat16, float16); parameters stay float32
+      quantization='none',  # of the weight matrices: 'none' to train; a trained run decodes with int8 by --quantization
       # What a converted Marian / OPUS-MT teacher sets (python -m nat_jax.convert); these values are every
       # model trained here: nat_jax.models.transformer.TransformerConfig says what each one means.
       activation='relu', position_timescales='tensor2tensor', scale_embedding=True, attention_bias=False,

@@ -30,7 +30,6 @@ from nat_jax import decode
 from nat_jax.data.batching import power_of_two_rows
 from nat_jax.data.sources import languages
 from nat_jax.errors import ConfigError, log
-from nat_jax.models.transformer import int8_product
 from nat_jax.run import compiled
 from nat_jax.run.resources import Resources
 from nat_jax.run.translation import on_run_devices, source_lengths, translate_texts
@@ -93,12 +92,14 @@ class Translator:
   options (as `--decoder.<opt>=<v>` takes them; strings, numbers or booleans), typed once into
   `self.options` (the decoder's dataclass, nat_jax.decode.options). batch_size: the most
   sentences decoded in one batch (fewer sentences use fewer rows). checkpoint 'latest' or 'best',
-  average: how many checkpoints' parameters to average, dtype: inference precision, int8_kernel: the int8
-  product for dtype 'int8' (nat_jax.kernels.onednn.CHOICES; `precision` says which runs).
+  average: how many checkpoints' parameters to average, dtype: the activations' precision, quantization: how the
+  weight matrices are held ('none', or 'int8': quantized once at load), int8_kernel: the int8 product
+  (nat_jax.kernels.onednn.CHOICES; `precision` says which runs).
   """
 
   def __init__(self, workdir: str, decoder: Optional[str] = None, *, batch_size: int = 64, average: int = 1,
-               checkpoint: str = 'latest', dtype: str = 'float32', int8_kernel: str = 'auto', **decoder_options):
+               checkpoint: str = 'latest', dtype: str = 'float32', quantization: str = 'none',
+               int8_kernel: str = 'auto', **decoder_options):
     if not (isinstance(average, int) and average > 0):
       raise ConfigError(f'average must be a positive integer, got {average!r}.')
     if checkpoint not in ('latest', 'best'):
@@ -106,8 +107,8 @@ class Translator:
     check_batch_size(batch_size)
     if not isinstance(workdir, (str, os.PathLike)):
       raise ConfigError(f'workdir must be the path of a trained run (a string), got {type(workdir).__name__}.')
-    self._attach(load_run(workdir, checkpoint, average, dtype, int8_kernel), workdir, decoder, batch_size,
-                 decoder_options)
+    self._attach(load_run(workdir, checkpoint, average, dtype, quantization, int8_kernel), workdir, decoder,
+                 batch_size, decoder_options)
 
   @classmethod
   def from_run(cls, run: Run, decoder: Optional[str] = None, *, batch_size: int = 64, workdir: str = '',
@@ -132,10 +133,11 @@ class Translator:
   @property
   def precision(self) -> str:
     """What the run decodes in: its dtype, and for int8 the product ('int8 (onednn kernel)', 'int8 (xla dot)')."""
-    product = int8_product(self.run.config.model)  # '' for float weights
-    if not product:
-      return self.run.config.model.dtype
-    return f'int8 ({product} {"kernel" if product == "onednn" else "dot"})'
+    model = self.run.config.model
+    if model.quantization == 'none':
+      return model.dtype
+    product = model.get('int8_kernel', 'xla')
+    return f'{model.quantization} ({product} {"kernel" if product == "onednn" else "dot"})'
 
   @property
   def languages(self) -> tuple[str, str]:

@@ -17,7 +17,7 @@ from nat_jax.errors import CheckpointError, ConfigError, DataError
 from nat_jax.kernels import onednn
 from nat_jax.methods import get_method
 from nat_jax.models.int8 import quantize_params
-from nat_jax.models.transformer import DTYPES, INFERENCE_DTYPES
+from nat_jax.models.transformer import DTYPES, QUANTIZATIONS
 from nat_jax.parallel.sharding import make_mesh
 from nat_jax.run import checkpoint
 from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
@@ -41,13 +41,47 @@ def cast_params(params, dtype: str):
   return jax.tree_util.tree_map(lambda x: x.astype(to) if jnp.issubdtype(x.dtype, jnp.floating) else x, params)
 
 
-def inference_params(method, params, dtype: str):
-  """A float run's params for decoding in `dtype` by `method` (built for it): cast, or quantized to the
-  int8 layout the method's model declares (its weight matrices int8 with their scales)."""
-  if dtype != 'int8':
-    return cast_params(params, dtype)
+def inference_params(method, params, config):
+  """A float run's params for decoding by `method`, built for `config` (an inference_config): cast to its
+  model.dtype, or quantized to the layout its model declares (int8: weight matrices int8 with their scales)."""
+  if config.model.quantization == 'none':
+    return cast_params(params, config.model.dtype)
   target = nn.meta.unbox(jax.eval_shape(method.init_params, jax.random.PRNGKey(0), dummy_batch()))
   return quantize_params(params, target)
+
+
+# An inference precision's label (a benchmark entry's @label, a results row's 'dtype'): a dtype of the activations,
+# or a quantization of the weights (float32 activations).
+PRECISIONS = (*DTYPES, *(q for q in QUANTIZATIONS if q != 'none'))
+
+
+def precision(label: str) -> tuple[str, str]:
+  """(dtype, quantization) of a precision label: 'bfloat16' -> ('bfloat16', 'none'), 'int8' -> ('float32', 'int8');
+  ConfigError naming PRECISIONS for another."""
+  if label not in PRECISIONS:
+    raise ConfigError(f'precision {label!r}: expected one of {", ".join(PRECISIONS)}.')
+  return (label, 'none') if label in DTYPES else ('float32', label)
+
+
+def precision_label(dtype: str, quantization: str) -> str:
+  """The precision label of (dtype, quantization) (precision's inverse): the quantization where there is one,
+  else the dtype; ConfigError for a quantization with a dtype other than float32 (quantized products compute in
+  float32)."""
+  if quantization == 'none':
+    return dtype
+  if dtype != 'float32':
+    raise ConfigError(f'quantization {quantization} computes in float32: drop dtype {dtype}.')
+  return quantization
+
+
+def inference_config(config, dtype: str = 'float32', quantization: str = 'none',
+                     int8_kernel: str = 'auto') -> ml_collections.ConfigDict:
+  """A new config (`config` unchanged): the run decoding with activations in `dtype` and its weight matrices held
+  by `quantization` (model.quantization; int8: by the product `int8_kernel` resolves to, nat_jax.kernels.onednn)."""
+  model = {**config.model.to_dict(), 'dtype': dtype, 'quantization': quantization}
+  if quantization == 'int8':
+    model['int8_kernel'] = onednn.resolve(int8_kernel)
+  return ml_collections.ConfigDict({**config.to_dict(), 'model': model})
 
 
 def read_run_config(path: str) -> ml_collections.ConfigDict:
@@ -61,7 +95,12 @@ def read_run_config(path: str) -> ml_collections.ConfigDict:
   problem = run_config_problem(raw)
   if problem:
     raise CheckpointError(f'{path}: {problem}; restore the config the run was trained with.')
-  return ml_collections.ConfigDict(with_generate_beam(raw))
+  return ml_collections.ConfigDict(with_generate_beam(with_quantization(raw)))
+
+
+def with_quantization(raw: dict) -> dict:
+  """A config.json written before model.quantization was a setting (float weights) with it: 'none'."""
+  return raw if 'quantization' in raw['model'] else {**raw, 'model': {**raw['model'], 'quantization': 'none'}}
 
 
 def with_generate_beam(raw: dict) -> dict:
@@ -99,20 +138,20 @@ def run_config_problem(raw) -> Optional[str]:
 
 
 def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str = 'float32',
-             int8_kernel: str = 'auto') -> Run:
+             quantization: str = 'none', int8_kernel: str = 'auto') -> Run:
   """Config, tokenizer and params of a training run; clear errors when something is missing.
 
   dtype 'bfloat16' / 'float16' loads it for half-precision inference: the parameters are cast once
   and the model computes in that dtype (model.dtype), with attention and output softmax statistics,
-  the length head and the DAG transition head in fp32 as always. 'int8': the weight matrices and the
+  the length head and the DAG transition head in fp32 as always. 'float32' computes in fp32 even for a run
+  trained with bf16 activations (configs/at_base.py). quantization 'int8': the weight matrices and the
   embedding quantized once (nat_jax.models.int8), activations in fp32, the products by `int8_kernel`
   (nat_jax.kernels.onednn.CHOICES: 'auto' takes the packed oneDNN kernel where it runs; the run's
-  config.model.int8_kernel says which did). 'float32' computes in fp32 even for a run trained with bf16
-  activations (configs/at_base.py).
+  config.model.int8_kernel says which did). The run's config is the one it was trained with, or a new one
+  (inference_config) with the precision asked for.
   """
-  if dtype not in INFERENCE_DTYPES:
-    raise ConfigError(f'dtype must be one of {sorted(INFERENCE_DTYPES)}, got {dtype!r}.')
-  product = onednn.resolve(int8_kernel) if dtype == 'int8' else None
+  if quantization == 'int8':
+    onednn.resolve(int8_kernel)  # an int8 product that cannot run here: refused before any work
   config_path = os.path.join(workdir, CONFIG_FILE)
   spm_path = tokenizer_path(workdir)  # a converted run's vocabulary.json (python -m nat_jax.convert) or spm.model
   for path, what in ((config_path, 'config'), (spm_path, 'sentencepiece model')):
@@ -126,17 +165,16 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
   except DataError as e:  # a damaged sentencepiece model, a converted run's vocabulary
     raise CheckpointError(str(e)) from None
   try:
-    method = get_method(config, tokenizer.vocab_size)
+    trained = get_method(config, tokenizer.vocab_size)
     mesh = make_mesh(1)
-    abstract, _ = state_shardings(method, make_optimizer(config), dummy_batch(), mesh)
+    abstract, _ = state_shardings(trained, make_optimizer(config), dummy_batch(), mesh)
   except (TypeError, AttributeError, KeyError, ZeroDivisionError) as e:  # a value of the wrong type or size
     raise CheckpointError(f'{config_path} does not describe a model that can be built ({type(e).__name__}: '
                           f'{str(e)[:160]}); restore the config the run was trained with.') from None
+  if (dtype, quantization) == (config.model.dtype, config.model.quantization):
+    return Run(config, tokenizer, trained, *checkpoint.load_params(workdir, abstract, which=which, average=average),
+               mesh)
+  wanted = inference_config(config, dtype, quantization, int8_kernel)  # the caller's, whatever the run trained in
+  method = get_method(wanted, tokenizer.vocab_size)  # a precision it cannot take: ConfigError before any loading
   params, meta = checkpoint.load_params(workdir, abstract, which=which, average=average)
-  if dtype != config.model.dtype:  # the inference precision is the caller's, whatever the run trained in
-    config.model.dtype = dtype
-    if product:
-      config.model.int8_kernel = product
-    method = get_method(config, tokenizer.vocab_size)
-    params = inference_params(method, params, dtype)
-  return Run(config, tokenizer, method, params, meta, mesh)
+  return Run(wanted, tokenizer, method, inference_params(method, params, wanted), meta, mesh)

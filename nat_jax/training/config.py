@@ -14,7 +14,6 @@ from nat_jax.decode import check_decoder, run_options
 from nat_jax.errors import ConfigError, log
 from nat_jax.files import write_atomic
 from nat_jax.methods import get_method
-from nat_jax.models.transformer import DTYPES
 from nat_jax.run import checkpoint
 from nat_jax.run.workdir import CONFIG_FILE, read_run_config
 
@@ -62,8 +61,9 @@ def validate_config(config: ml_collections.ConfigDict):
       (config.max_len <= MAX_LEN and config.max_decode_len <= MAX_LEN,
        f'max_len and max_decode_len must be <= {MAX_LEN}'),
       (config.cooldown_steps >= 0, 'cooldown_steps must be >= 0'),
-      (config.model.dtype in DTYPES, f'model.dtype must be one of {sorted(DTYPES)} to train (int8 is for decoding a '
-                                     'trained run: translate / evaluate / serve --dtype=int8)'),
+      (config.model.quantization == 'none', 'model.quantization must be none to train (int8 is for '
+                                                           'decoding a trained run: translate / evaluate / serve '
+                                                           '--quantization=int8)'),
   ]
   for ok, msg in checks:
     if not ok:

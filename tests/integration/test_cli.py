@@ -98,7 +98,7 @@ def test_half_precision_loads_cast_params_and_stays_close(trained_run):
 
 
 def test_int8_loads_quantized_weights_translates_and_is_refused_for_training(trained_run, tmp_path):
-  """--dtype=int8 (load_run, Translator, translate): every weight matrix and the embedding in int8 with their
+  """--quantization=int8 (load_run, Translator, translate): every weight matrix and the embedding in int8 with their
   scales, log-probabilities within the quantization error, one line per input line; training refuses it.
   Where the oneDNN kernel runs: each matrix packed once at load (never again, whatever is translated), the
   same translations as XLA's int8 dot, and the translate command's progress line names the engine."""
@@ -108,7 +108,7 @@ def test_int8_loads_quantized_weights_translates_and_is_refused_for_training(tra
   from nat_jax import Translator
   from nat_jax.kernels import onednn
   from nat_jax.methods.autoregressive import autoregressive_inputs
-  full, q = load_run(trained_run), load_run(trained_run, dtype='int8', int8_kernel='xla')
+  full, q = load_run(trained_run), load_run(trained_run, quantization='int8', int8_kernel='xla')
   flat = {jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_flatten_with_path(q.params)[0]}
   assert flat["['embed']['embedding']"].dtype == jnp.int8 and flat["['embed']['embedding_scale']"].dtype == jnp.float32
   assert all(v.dtype == jnp.int8 for k, v in flat.items() if k.endswith("['kernel']"))
@@ -123,19 +123,19 @@ def test_int8_loads_quantized_weights_translates_and_is_refused_for_training(tra
   engine = onednn.resolve('auto')
   if engine == 'onednn':
     packs = onednn.pack_count
-    kernel = Translator(trained_run, dtype='int8', int8_kernel='onednn', batch_size=2)
+    kernel = Translator(trained_run, quantization='int8', int8_kernel='onednn', batch_size=2)
     packed = [x for x in jax.tree_util.tree_leaves(kernel.run.params) if x.dtype == jnp.uint8]
     assert onednn.pack_count - packs == len(packed) > 0 and kernel.precision == 'int8 (onednn kernel)'
     assert kernel.translate(lines) == by_xla and kernel.translate(lines[:1]) == by_xla[:1]
     assert onednn.pack_count - packs == len(packed)  # packed at load only
-  result = subprocess.run([sys.executable, '-m', 'nat_jax.translate', f'--workdir={trained_run}', '--dtype=int8'],
-                          input='In the beginning.\n\nAnd God said.\n', capture_output=True, text=True, cwd=REPO,
-                          timeout=300)
+  result = subprocess.run([sys.executable, '-m', 'nat_jax.translate', f'--workdir={trained_run}',
+                           '--quantization=int8'], input='In the beginning.\n\nAnd God said.\n', capture_output=True,
+                          text=True, cwd=REPO, timeout=300)
   assert result.returncode == 0 and len(result.stdout.split('\n')) == 4, result.stderr
   assert f'int8 ({engine} {"kernel" if engine == "onednn" else "dot"})' in result.stderr, result.stderr
   refused = subprocess.run([sys.executable, '-m', 'nat_jax.train', '--config=configs/at_bible_tiny.py',
-                            f'--workdir={tmp_path}/w', '--config.model.dtype=int8'], capture_output=True, text=True,
-                           cwd=REPO, timeout=300)
+                            f'--workdir={tmp_path}/w', '--config.model.quantization=int8'], capture_output=True,
+                           text=True, cwd=REPO, timeout=300)
   assert refused.returncode == 2 and 'int8 is for decoding a trained run' in refused.stderr, refused.stderr
   assert not os.path.exists(tmp_path / 'w')
 

@@ -318,3 +318,17 @@ def test_benchmarks_live_in_rooms_import_down_and_use_public_names():
                  if imported.startswith('nat_jax.commands') and imported not in PUBLIC_COMMAND_HELPERS]
     problems += [f'{module} uses the private {name}' for name in private]
   assert not problems, '\n'.join(problems)
+
+
+def test_the_models_ask_their_weights_not_whether_they_are_int8():
+  """Quantization is injected at one point (layers.FloatWeights, and int8.py's Int8Weights): no other model module
+  reads an `int8` setting, attribute or argument."""
+  readers = []
+  for module, path in modules():
+    if module.startswith('nat_jax.models') and module != 'nat_jax.models.int8':
+      for node in ast.walk(ast.parse(open(path, encoding='utf-8').read())):
+        name = (node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name)
+                else node.arg if isinstance(node, (ast.keyword, ast.arg)) else None)
+        if name == 'int8':
+          readers.append(f'{module}:{node.lineno}')
+  assert not readers, readers

@@ -7,7 +7,6 @@ import re
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 from flax import linen as nn
@@ -18,7 +17,7 @@ from nat_jax.kernels import onednn
 from nat_jax.methods import get_method
 from nat_jax.models import int8
 from nat_jax.run.train_state import dummy_batch
-from nat_jax.run.workdir import inference_params
+from nat_jax.run.workdir import inference_config, inference_params
 from tests.support import random_model
 
 
@@ -73,10 +72,9 @@ PRODUCTS = ['xla', pytest.param('onednn', marks=pytest.mark.skipif(onednn.unavai
 
 
 def as_int8(config, method, params, product='xla'):
-  c8 = ml_collections.ConfigDict(config.to_dict())
-  c8.model.dtype, c8.model.int8_kernel = 'int8', product
+  c8 = inference_config(config, quantization='int8', int8_kernel=product)
   m8 = get_method(c8, method.model.cfg.vocab_size if hasattr(method.model, 'cfg') else 40)
-  return m8, inference_params(m8, params, 'int8')
+  return m8, inference_params(m8, params, c8)
 
 
 @pytest.mark.parametrize('overrides', [{}, {'model.method': 'hrt', 'hrt.chunk': 2}])
@@ -129,8 +127,7 @@ def test_a_base_size_run_holds_at_most_a_third_of_its_float_bytes_in_int8():
   config = recipes.load_recipe(recipes.recipe_path('at_base'))
   config.model.dtype = 'float32'
   method = get_method(config, 32000)
-  c8 = ml_collections.ConfigDict(config.to_dict())
-  c8.model.dtype = 'int8'
+  c8 = inference_config(config, quantization='int8', int8_kernel='xla')
   bytes_of = lambda m: sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(
       nn.meta.unbox(jax.eval_shape(m.init_params, jax.random.PRNGKey(0), dummy_batch()))))
   ratio = bytes_of(get_method(c8, 32000)) / bytes_of(method)
