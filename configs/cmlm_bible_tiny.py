@@ -18,12 +18,13 @@ Smoke run: add --config.total_steps=30.
 """
 from configs import at_student_bible_tiny
 from nat_jax.methods import cmlm
+from nat_jax.recipes.defaults import section
 
 
 def get_config():
   c = at_student_bible_tiny.get_config()
   c.model.method = 'cmlm'
-  c.cmlm = cmlm.default_config()
+  c.cmlm = section(cmlm.CmlmSettings)
   c.cmlm.length_loss_weight = 0.1
   c.init_from = 'runs/at_bible_tiny'
   c.eval_decoder = 'mask_predict'

@@ -15,13 +15,14 @@ Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators
 """
 from configs import at_base
 from nat_jax.methods import cmlm
+from nat_jax.recipes.defaults import section
 
 
 def get_config():
   c = at_base.get_config()
   c.model.method = 'cmlm'
   c.model.dropout = 0.3
-  c.cmlm = cmlm.default_config()
+  c.cmlm = section(cmlm.CmlmSettings)
   c.cmlm.length_loss_weight = 0.1
   c.data.update(source='tfds', tfds_name='wmt14_translate/de-en', source_lang='en', target_lang='de',
                 distill_dir='runs/distill_wmt14')

@@ -26,12 +26,13 @@ target tokens per second (docs/lab-notes/2026-11-24-students-cpu-budget.md) for 
 """
 from configs import at_bible_tiny
 from nat_jax.methods import dag
+from nat_jax.recipes.defaults import section
 
 
 def get_config():
   c = at_bible_tiny.get_config()
   c.model.method = 'dat'
-  c.dat = dag.default_config()
+  c.dat = section(dag.DatSettings)
   c.dat.update(upsample_scale=4.0, loss='nll', glance_start=0.5, glance_end=0.1)
   c.data.distill_dir = 'runs/distill_at_bible_tiny'
   c.init_from = 'runs/at_bible_tiny'

@@ -9,14 +9,14 @@ Reported (raw data): DA-Transformer lookahead 26.57 BLEU at 13.9x AT-beam speed.
 Then: configs/fadat_wmt14_ende.py.
 """
 from nat_jax.methods import dag
-from nat_jax.recipes.defaults import base_config
+from nat_jax.recipes.defaults import base_config, section
 
 
 def get_config():
   c = base_config()
   c.model.update(method='dat', d_model=512, num_heads=8, d_ff=2048, enc_layers=6, dec_layers=6, dropout=0.1,
                  dtype='bfloat16')
-  c.dat = dag.default_config()
+  c.dat = section(dag.DatSettings)
   c.dat.update(upsample_scale=8.0, loss='nll', glance_start=0.5, glance_end=0.1, glance_steps=0)
   c.data.update(source='tfds', tfds_name='wmt14_translate/de-en', source_lang='en', target_lang='de')
   c.vocab_size = 32000

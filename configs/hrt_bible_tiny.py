@@ -17,13 +17,14 @@ to about N / 2. About 23 minutes on 2 CPU cores. Smoke run: add --config.total_s
 """
 from configs import at_bible_tiny
 from nat_jax.methods import hrt
+from nat_jax.recipes.defaults import section
 
 
 def get_config():
   c = at_bible_tiny.get_config()
   c.model.method = 'hrt'
   c.model.relative_window = 16
-  c.hrt = hrt.default_config()
+  c.hrt = section(hrt.HrtSettings)
   c.hrt.update(chunk=2, curriculum_lambda=1.0, curriculum_steps=500)
   c.init_from = 'runs/at_bible_tiny'
   c.data.distill_dir = 'runs/distill_at_bible_tiny'

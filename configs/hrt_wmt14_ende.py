@@ -18,13 +18,14 @@ Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators
 """
 from configs import at_base
 from nat_jax.methods import hrt
+from nat_jax.recipes.defaults import section
 
 
 def get_config():
   c = at_base.get_config()
   c.model.method = 'hrt'
   c.model.relative_window = 16
-  c.hrt = hrt.default_config()
+  c.hrt = section(hrt.HrtSettings)
   c.hrt.update(chunk=2, curriculum_lambda=1.0)
   c.init_from = 'runs/at_base_wmt14'
   c.data.update(source='tfds', tfds_name='wmt14_translate/de-en', source_lang='en', target_lang='de',

@@ -12,12 +12,13 @@ Smoke run: add --config.total_steps=30.
 """
 from configs import at_student_bible_tiny
 from nat_jax.methods import ibdecoder
+from nat_jax.recipes.defaults import section
 
 
 def get_config(h: int = 2, c: int = 1):
   config = at_student_bible_tiny.get_config()
   config.model.method = 'ibdecoder'
-  config.ibdecoder = ibdecoder.default_config()
+  config.ibdecoder = section(ibdecoder.IbDecoderSettings)
   config.ibdecoder.update(h=h, c=c)
   config.eval_decoder = 'greedy'
   config.test_decoder = 'multiword_beam'

@@ -17,12 +17,13 @@ multiword beam 27.1 at 1.90x.
 """
 from configs import at_base
 from nat_jax.methods import ibdecoder
+from nat_jax.recipes.defaults import section
 
 
 def get_config(h: int = 2, c: int = 1):
   config = at_base.get_config()
   config.model.method = 'ibdecoder'
-  config.ibdecoder = ibdecoder.default_config()
+  config.ibdecoder = section(ibdecoder.IbDecoderSettings)
   config.ibdecoder.update(h=h, c=c)
   config.data.update(source='tfds', tfds_name='wmt14_translate/de-en', source_lang='en', target_lang='de',
                      distill_dir='runs/distill_wmt14')

@@ -12,12 +12,13 @@ Paper, newstest20 En-De: k = 2 / 3 / 4 at 1.81 / 2.33 / 2.90x the AT E12D1's sou
 """
 from configs import at_e12d1
 from nat_jax.methods import hrt
+from nat_jax.recipes.defaults import section
 
 
 def get_config():
   c = at_e12d1.get_config()
   c.model.method = 'hrt'
-  c.hrt = hrt.default_config()
+  c.hrt = section(hrt.HrtSettings)
   c.hrt.update(chunk=2, curriculum_lambda=1.0)
   c.init_from = 'runs/at_e12d1'
   c.eval_decoder = 'hrt'

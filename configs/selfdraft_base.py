@@ -16,12 +16,13 @@ Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators
 """
 from configs import at_base
 from nat_jax.methods import selfdraft
+from nat_jax.recipes.defaults import section
 
 
 def get_config():
   c = at_base.get_config()
   c.model.method = 'selfdraft'
-  c.selfdraft = selfdraft.default_config()
+  c.selfdraft = section(selfdraft.SelfDraftSettings)
   c.init_from = 'runs/at_base'
   c.data.distill_dir = 'runs/distill_greedy_at_base'
   c.learning_rate = 1e-3

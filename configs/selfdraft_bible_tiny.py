@@ -16,12 +16,13 @@ on the Acts test set (docs/lab-notes/2026-11-24-drafted.md). Smoke run: add --co
 """
 from configs import at_bible_tiny
 from nat_jax.methods import selfdraft
+from nat_jax.recipes.defaults import section
 
 
 def get_config():
   c = at_bible_tiny.get_config()
   c.model.method = 'selfdraft'
-  c.selfdraft = selfdraft.default_config()
+  c.selfdraft = section(selfdraft.SelfDraftSettings)
   c.init_from = 'runs/at_bible_tiny'
   c.data.distill_dir = 'runs/distill_greedy_at_bible_tiny'
   c.learning_rate = 3e-3

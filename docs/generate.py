@@ -6,6 +6,7 @@
 What it writes:
   docs/reference/cli.md           every command's flags with their rules (the commands' COMMAND_FLAGS)
   docs/_generated/decoders.md     every decoder and its options (the decoder registry)
+  docs/_generated/settings.md     every recipe setting (the settings dataclasses of nat_jax.recipes.defaults, methods)
   docs/_generated/results_*.md    the Results page's tables (docs/results/*.json)
   docs/_generated/method_*.md     each method page's figures (the same files)
   docs/_generated/methods.md      the methods table of Home (and of the README)
@@ -199,6 +200,31 @@ def decoders_fragment() -> str:
                registry.option_help(name, option))
               for option, value in sorted(defaults.items())]
       out += [table(('option', 'default', 'what it must be', 'what it sets'), rows), '']
+  return '\n'.join(out)
+
+
+def settings_fragment() -> str:
+  """Every recipe setting, section by section, from its declaration (nat_jax.recipes.defaults and each method's
+  section dataclass): its default, what its value must be and what it sets."""
+  from nat_jax.methods import SETTINGS
+  from nat_jax.recipes import defaults
+  from nat_jax.settings import Rule
+  sections = {'(top level)': defaults.RunSettings, **{f'{k}.': v for k, v in defaults.SECTIONS.items()},
+              **{f'{k}.': v for k, v in sorted(SETTINGS.items())}}
+  out = []
+  for where, declared in sections.items():
+    rows = []
+    for field in dataclasses.fields(declared):
+      value = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+      rule = field.metadata.get('rule', Rule())
+      must = ('true or false' if isinstance(value, bool) else rule.says('an integer' if isinstance(value, int)
+                                                                        else 'a number')
+              if (rule.choices or rule.low is not None) else '-')
+      rows.append((f'`{"" if where.startswith("(") else where}{field.name}`', f'`{value!r}`', must,
+                   field.metadata['help']))
+    title = where if where.startswith('(') else f'`{where[:-1]}`'
+    out += [f'### {title}', '', f'`{declared.__module__}.{declared.__name__}`', '',
+            table(('setting', 'default', 'what it must be', 'what it sets'), rows), '']
   return '\n'.join(out)
 
 
@@ -534,6 +560,7 @@ def outputs() -> dict[str, Callable[[], str]]:
   files: dict[str, Callable[[], str]] = {
       'docs/reference/cli.md': cli_reference,
       'docs/_generated/decoders.md': decoders_fragment,
+      'docs/_generated/settings.md': settings_fragment,
       'docs/_generated/methods.md': lambda: methods_table(''),
       'docs/_generated/results_quality.md': results_quality,
       'docs/_generated/results_every_method.md': results_every_method,

@@ -21,12 +21,14 @@ class Rule:
   """What a setting's value must be, the one rule of a command's flags (nat_jax.commands.cli.Flag), a library
   settings object's fields (`setting`) and a decoder's options (nat_jax.decode.options): a finite number within
   [low, high] (0 allowed too where `zero` says what it means), or one of `choices`. `words` says it in the
-  setting's own terms ('1 to 256 beams') where the generated words (`says`) would not."""
+  setting's own terms ('1 to 256 beams') where the generated words (`says`) would not. `below`: high itself is
+  out (a probability below 1)."""
   low: Optional[float] = None
   high: Optional[float] = None
   choices: tuple[str, ...] = ()
   zero: str = ''
   words: str = ''
+  below: bool = False
 
   def holds(self, value) -> bool:
     if self.choices:
@@ -35,7 +37,8 @@ class Rule:
       return False
     if self.zero and value == 0:
       return True
-    return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+    under = self.high is None or (value < self.high if self.below else value <= self.high)
+    return (self.low is None or value >= self.low) and under
 
   def says(self, what: str = 'a finite number') -> str:
     """What a value must be, in words: `what` ('an integer') with the bounds, or the choices."""
@@ -44,7 +47,7 @@ class Rule:
     if self.choices:
       return 'one of ' + ', '.join(self.choices)
     if self.low is not None and self.high is not None:
-      rule = f'{what} from {number_text(self.low)} to {number_text(self.high)}'
+      rule = f'{what} from {number_text(self.low)} to {"below " if self.below else ""}{number_text(self.high)}'
     elif self.low is not None:
       rule = f'{what} >= {number_text(self.low)}'
     else:
@@ -61,10 +64,12 @@ def number_text(x: float) -> str:
 
 
 def setting(default: Any, help: str, *, low: Optional[float] = None, high: Optional[float] = None,
-            choices: tuple[str, ...] = (), flag: bool = True):
-  """A field: its default (whose type is the setting's), what it sets, its bounds (numbers) or choices
-  (strings, or each item of a tuple), and whether a command line sets it as `--<name>` (`flag`)."""
-  return dataclasses.field(default=default, metadata={'help': help, 'rule': Rule(low, high, choices), 'flag': flag})
+            choices: tuple[str, ...] = (), flag: bool = True, zero: str = '', below: bool = False):
+  """A field: its default (whose type is the setting's), what it sets, its bounds (numbers; `zero`: what 0
+  means where 0 is allowed below `low`; `below`: `high` itself is out) or choices (strings, or each item of a
+  tuple), and whether a command line sets it as `--<name>` (`flag`)."""
+  return dataclasses.field(default=default, metadata={'help': help, 'rule': Rule(low, high, choices, zero, '', below),
+                                                      'flag': flag})
 
 
 def setting_problem(name: str, value: Any, field: dataclasses.Field) -> Optional[str]:

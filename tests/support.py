@@ -24,8 +24,8 @@ from nat_jax import decode
 from nat_jax.core.tokens import BOS_ID
 from nat_jax.decode import Graph, GraphPredictor, LeftToRightScorer
 from nat_jax.decode import dag as dag_decode
-from nat_jax.methods import DEFAULTS, dag, get_method
-from nat_jax.recipes.defaults import base_config
+from nat_jax.methods import SETTINGS, dag, get_method
+from nat_jax.recipes.defaults import base_config, section
 
 
 def tiny_config(corpus: dict[str, str], compile_cache: str = '', **overrides) -> ml_collections.ConfigDict:
@@ -39,8 +39,8 @@ def tiny_config(corpus: dict[str, str], compile_cache: str = '', **overrides) ->
            learning_rate=3e-3, warmup_steps=2, log_every=2, eval_every=4, checkpoint_every=2, eval_max_sentences=6,
            decode_batch_size=8, test_decoder='greedy', num_samples=1, compilation_cache_dir=compile_cache)
   method = overrides.get('model.method', c.model.method)
-  if method in DEFAULTS:
-    c[method] = DEFAULTS[method]()
+  if method in SETTINGS:
+    c[method] = section(SETTINGS[method])
   return with_overrides(c, overrides)
 
 
@@ -191,7 +191,7 @@ def tensorboard_scalars(logdir):
 def dat_config(**overrides):
   c = base_config()
   c.model.update(method='dat', d_model=32, num_heads=2, d_ff=64, enc_layers=1, dec_layers=1, dropout=0.0)
-  c.dat = dag.default_config()
+  c.dat = section(dag.DatSettings)
   c.dat.upsample_scale = 2.0
   c.update(max_len=16, max_decode_len=40, total_steps=100)
   return with_overrides(c, overrides)

@@ -416,7 +416,7 @@ def config_override_problem(recipe: Optional[str], argv: list[str]) -> Optional[
     config = load_recipe(recipe.split(':', 1)[0])
   except Exception as e:  # a recipe that does not load: say so
     return f'--config={recipe} does not load: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""}'
-  from nat_jax.methods import DEFAULTS
+  from nat_jax.methods import SETTINGS
   keys = _flat_keys(config)
   for arg in argv[1:]:
     if not arg.startswith('--config.'):
@@ -425,7 +425,7 @@ def config_override_problem(recipe: Optional[str], argv: list[str]) -> Optional[
     if key in keys:
       continue
     section = key.split('.', 1)[0]
-    if section in DEFAULTS and section not in config:
+    if section in SETTINGS and section not in config:
       return (f'--config.{key}: section {section!r} holds the options of method {section!r}, but this recipe '
               f'trains model.method={config.model.method!r}; use a recipe of method {section!r} '
               f'(e.g. configs/{section}_bible_tiny.py).')

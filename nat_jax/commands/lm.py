@@ -44,7 +44,7 @@ def training_targets(workdir: str) -> tuple[list[str], str]:
     raise ConfigError(f'--workdir={workdir!r} holds no {CONFIG_FILE}: give the workdir of a run.')
   config = read_run_config(path)
   examples = load_split(config.data, 'train')
-  distill_dir = config.data.get('distill_dir', '')
+  distill_dir = config.data.distill_dir
   if distill_dir:
     return read_teacher_translations(distill_dir, 'train', examples), f'teacher translations in {distill_dir}'
   return [e.references[0] for e in examples], 'first references of the training split'

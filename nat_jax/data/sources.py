@@ -34,16 +34,16 @@ def load_split(data_cfg, split: str) -> list[Example]:
   if loader is None:
     raise DataError(f'Unknown data.source={data_cfg.source!r}; set it to one of {sorted(LOADERS)}.')
   where = f'data.source={data_cfg.source!r} split {split!r}'
-  return clean_examples(loader(data_cfg, split), data_cfg.get('max_examples', 0), where)
+  return clean_examples(loader(data_cfg, split), data_cfg.max_examples, where)
 
 
 def languages(data_cfg) -> tuple[str, str]:
   """(source, target) language codes of the data: the Bible's `data.pair` ('de-en' -> ('de', 'en')), else
   `data.source_lang` / `data.target_lang` (what a 'tfds' source reads and 'files' data declares)."""
-  if data_cfg.get('source', '') == 'bible' and data_cfg.get('pair', ''):
+  if data_cfg.source == 'bible' and data_cfg.pair:
     source, _, target = data_cfg.pair.partition('-')
     return source, target
-  return data_cfg.get('source_lang', ''), data_cfg.get('target_lang', '')
+  return data_cfg.source_lang, data_cfg.target_lang
 
 
 def clean_examples(raw: Iterable[tuple[str, Sequence[str]]], max_examples: int,
@@ -147,7 +147,7 @@ def _text(value) -> str:
 def load_tfds(data_cfg, split: str) -> RawPairs:
   """'tfds' source: a prepared array_record TFDS dataset of `{source_lang: .., target_lang: ..}`."""
   import tensorflow_datasets as tfds  # only this source and 'bible' need it (a 'files' run decodes without it)
-  name, data_dir = data_cfg.tfds_name, data_cfg.get('tfds_data_dir', '') or None
+  name, data_dir = data_cfg.tfds_name, data_cfg.tfds_data_dir or None
   if not name:
     raise DataError("data.tfds_name is empty; set it, e.g. 'wmt14_translate/de-en'.")
   hint = (f'TFDS dataset {name!r} is not prepared in {data_dir or "the default data dir"}: '
@@ -181,7 +181,7 @@ def load_bible(data_cfg, split: str) -> RawPairs:
   if data_cfg.pair not in bible.PAIRS:
     raise DataError(f'Unknown data.pair={data_cfg.pair!r}; set it to one of {sorted(bible.PAIRS)}.')
   builder = bible.BibleTranslate(config=data_cfg.pair,
-                                 data_dir=data_cfg.get('tfds_data_dir', '') or None)
+                                 data_dir=data_cfg.tfds_data_dir or None)
   if not builder.is_prepared():
     log.info('Building bible_translate/%s into %s (once, a few seconds)', data_cfg.pair, builder.data_dir)
     builder.download_and_prepare()

@@ -98,7 +98,7 @@ def unsupported_reason(config) -> Optional[str]:
     reason = UNSUPPORTED.get(method, 'only method \'at\' (a left-to-right Transformer) maps to CTranslate2')
     return (f'cannot export model.method={method!r} to CTranslate2: {reason}. What to do: '
             f'{ADVICE.get(method, DEFAULT_ADVICE)}.')
-  if config.model.get('relative_window', 0):
+  if config.model.relative_window:
     return (f'cannot export this run to CTranslate2: model.relative_window={config.model.relative_window} adds '
             'key-only relative position tables to the absolute sinusoidal positions in decoder self-attention; '
             'CTranslate2\'s relative positions replace absolute ones and carry key and value tables. What to do: '

@@ -1,6 +1,6 @@
 """The method contract as code: what train, translate, evaluate and the benchmark call on a method.
 
-A method is registered under a name (`@register('name', default_config)` in nat_jax.methods) and
+A method is registered under a name (`@register('name', settings)` in nat_jax.methods) and
 built from the whole config and the vocabulary size. It turns the batch {'source', 'target'} into
 its decoder inputs with pure functions, computes its loss sums, and offers *views*: Protocol ->
 build(params) -> an object implementing it (nat_jax.views); every registered decoder
@@ -30,7 +30,7 @@ class Method(abc.ABC):
     """A method checks its settings (ConfigError naming the key) and builds its model; every method
     calls this first."""
     self.max_target_len = config.max_decode_len
-    self.decoder_defaults = {name: dict(options) for name, options in config.get('decoder_defaults', {}).items()}
+    self.decoder_defaults = {name: dict(options) for name, options in config.decoder_defaults.items()}
 
   @abc.abstractmethod
   def init_params(self, rng, batch: dict) -> Any:

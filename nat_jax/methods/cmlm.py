@@ -19,14 +19,14 @@ Our choices where the papers and their two codebases leave room (docs/methods/cm
 """
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
-import ml_collections
 from flax import traverse_util
 
 from nat_jax.core.reduce import argmax
 from nat_jax.core.tokens import EOS_ID, MASK_ID
-from nat_jax.errors import ConfigError
 from nat_jax.losses.cross_entropy import smoothed_cross_entropy
 from nat_jax.methods.autoregressive import TransformerScorer
 from nat_jax.methods.base import Method
@@ -34,12 +34,14 @@ from nat_jax.methods.registry import register
 from nat_jax.methods.sampling import random_subset
 from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, source_args
 from nat_jax.models.transformer import Transformer, transformer_config
+from nat_jax.settings import setting
 from nat_jax.views import MaskPredictor
 
 
-def default_config() -> ml_collections.ConfigDict:
+@dataclasses.dataclass(frozen=True)
+class CmlmSettings:
   """The `config.cmlm` section of a CMLM recipe."""
-  return ml_collections.ConfigDict(dict(length_loss_weight=0.1))
+  length_loss_weight: float = setting(0.1, "weight of the target-length head's cross-entropy", low=0)
 
 
 def random_mask(rng, maskable: jax.Array) -> jax.Array:
@@ -64,7 +66,7 @@ def text_slots(target: jax.Array) -> jax.Array:
   return (target > 0) & (target != EOS_ID)
 
 
-@register('cmlm', default_config)
+@register('cmlm', CmlmSettings)
 class CmlmMethod(Method):
   """CMLM: masked-token cross-entropy + target-length cross-entropy; a MaskPredictor view."""
   normalizer = 'tokens'
@@ -72,8 +74,6 @@ class CmlmMethod(Method):
 
   def __init__(self, config, vocab_size: int):
     super().__init__(config, vocab_size)
-    if config.cmlm.length_loss_weight < 0:
-      raise ConfigError(f'cmlm.length_loss_weight must be >= 0, got {config.cmlm.length_loss_weight}.')
     self.length_classes = config.max_len + 1  # lengths 0 .. max_len (incl. EOS)
     self.model = Transformer(transformer_config(config.model, vocab_size, length_classes=self.length_classes))
     self.label_smoothing = config.label_smoothing

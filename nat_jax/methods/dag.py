@@ -27,7 +27,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 
 from nat_jax.core.graph import map_vertex_chunks, vertex_chunk_count
 from nat_jax.core.masks import NEG_INF
@@ -41,22 +40,24 @@ from nat_jax.methods.registry import register
 from nat_jax.methods.sampling import random_subset
 from nat_jax.models.dag_transformer import DagTransformer
 from nat_jax.models.transformer import transformer_config
+from nat_jax.settings import setting
 from nat_jax.views import Graph, GraphPredictor
 
-
-def default_config() -> ml_collections.ConfigDict:
-  """The `config.dat` section of a DA-Transformer recipe."""
-  return ml_collections.ConfigDict(dict(
-      upsample_scale=8.0,         # graph size = ceil(upsample_scale x source length)
-      link_heads=0,               # heads of the transition head (0 = model.num_heads)
-      max_transition_length=0,    # >0: edges i -> j only for j - i <= this
-      loss='nll',                 # 'nll' (pre-training) or 'fuzzy' (FA-DAT fine-tuning)
-      ngram=2,                    # FA-DAT n-gram order
-      glance_start=0.5, glance_end=0.1,  # glancing ratio tau, linear over glance_steps (0 = total_steps)
-      glance_steps=0))
-
-
 LOSSES = ('nll', 'fuzzy')
+
+
+@dataclasses.dataclass(frozen=True)
+class DatSettings:
+  """The `config.dat` section of a DA-Transformer recipe."""
+  upsample_scale: float = setting(8.0, 'lambda: graph size = ceil(upsample_scale x source length)', low=0.1)
+  link_heads: int = setting(0, 'heads of the transition head', low=1, zero='model.num_heads')
+  max_transition_length: int = setting(0, 'edges i -> j only for j - i <= this', low=1, zero='any')
+  loss: str = setting('nll', "'nll' (pre-training) or 'fuzzy' (FA-DAT fine-tuning)", choices=LOSSES)
+  ngram: int = setting(2, 'FA-DAT n-gram order', low=1, high=4)
+  glance_start: float = setting(0.5, 'glancing ratio tau at the start', low=0, high=1)
+  glance_end: float = setting(0.1, 'glancing ratio tau after glance_steps', low=0, high=1)
+  glance_steps: int = setting(0, 'updates over which tau goes linearly from glance_start to glance_end', low=1,
+                              zero='total_steps')
 # Memory budget, in elements over the whole batch (2^27 fp32 = 512 MiB; per device, / the data-parallel
 # devices). A [B, L, V] vocabulary or [B, H, L, L] transition-score tensor larger than this is formed a
 # slice of vertices at a time (nat_jax.core.graph.map_vertex_chunks), and a decoder whose attention
@@ -104,7 +105,7 @@ def force_alignment(log_emit: jax.Array, align: jax.Array, glanced: jax.Array) -
   return jnp.where(glanced[:, None, :], forced, log_emit)
 
 
-@register('dat', default_config)
+@register('dat', DatSettings)
 class DagMethod(Method):
   """Directed Acyclic Transformer trained with DAG NLL (+ glancing) or the FA-DAT fuzzy loss."""
   normalizer = 'sentences'
@@ -112,12 +113,6 @@ class DagMethod(Method):
   def __init__(self, config, vocab_size: int):
     super().__init__(config, vocab_size)
     dat = config.dat
-    if dat.upsample_scale <= 0:
-      raise ConfigError(f'dat.upsample_scale must be > 0, got {dat.upsample_scale}.')
-    if dat.loss not in LOSSES:
-      raise ConfigError(f'dat.loss must be one of {LOSSES}, got {dat.loss!r}.')
-    if not 1 <= dat.ngram <= 4:
-      raise ConfigError(f'dat.ngram must be in 1..4, got {dat.ngram}.')
     link_heads = dat.link_heads or config.model.num_heads
     if config.model.d_model % link_heads:
       raise ConfigError(f'model.d_model={config.model.d_model} must be divisible by dat.link_heads={link_heads}.')

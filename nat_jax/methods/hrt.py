@@ -35,7 +35,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 from flax import traverse_util
 
 from nat_jax.core.packing import Packing
@@ -48,15 +47,16 @@ from nat_jax.methods.cmlm import masked_inputs, random_mask
 from nat_jax.methods.registry import register
 from nat_jax.methods.teacher_forcing import DecoderInputs, source_args
 from nat_jax.models.transformer import Transformer, transformer_config
+from nat_jax.settings import setting
 from nat_jax.views import HybridScorer, LeftToRightScorer
 
 
-def default_config() -> ml_collections.ConfigDict:
+@dataclasses.dataclass(frozen=True)
+class HrtSettings:
   """The `config.hrt` section of an HRT recipe."""
-  return ml_collections.ConfigDict(dict(
-      chunk=2,                 # k: Skip-AT writes every k-th token
-      curriculum_lambda=1.0,   # p_k = (t / T)^lambda
-      curriculum_steps=0))     # T (0 = total_steps)
+  chunk: int = setting(2, 'k: Skip-AT writes every k-th token', low=1)
+  curriculum_lambda: float = setting(1.0, 'the Skip share p_k = (t / T)^lambda', low=0.01)
+  curriculum_steps: int = setting(0, 'T of the curriculum', low=1, zero='total_steps')
 
 
 def chunk_samples(targets: jax.Array, k: int, bos_id: int, eos_id: int, mask_id: int) -> dict[str, jax.Array]:
@@ -122,7 +122,7 @@ def mixed_views(targets: jax.Array, skip: jax.Array, k: int, skip_start: int,
   return causal, noncausal
 
 
-@register('hrt', default_config)
+@register('hrt', HrtSettings)
 class HrtMethod(Method):
   """HRT: Skip-AT + Skip-CMLM + AT + CMLM on one shared decoder, with the Skip-share curriculum."""
   normalizer = 'tokens'
@@ -131,13 +131,9 @@ class HrtMethod(Method):
   def __init__(self, config, vocab_size: int):
     super().__init__(config, vocab_size)
     h = config.hrt
-    if h.chunk < 1:
-      raise ConfigError(f'hrt.chunk must be >= 1, got {h.chunk}.')
     if h.chunk > config.max_len:
       raise ConfigError(f'hrt.chunk={h.chunk} is larger than the maximum target length max_len={config.max_len}: '
                        'Skip-AT would write nothing but EOS; use a chunk of a few tokens (2-4).')
-    if h.curriculum_lambda <= 0:
-      raise ConfigError(f'hrt.curriculum_lambda must be > 0, got {h.curriculum_lambda}.')
     self.chunk = h.chunk
     self.slot_multiple = h.chunk  # a packed pair keeps its EOS padding to a multiple of k
     self.curriculum = (h.curriculum_steps or config.total_steps, h.curriculum_lambda)

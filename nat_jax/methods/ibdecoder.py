@@ -48,7 +48,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
 from nat_jax.core.masks import attention_mask
@@ -59,22 +58,23 @@ from nat_jax.methods.base import Method
 from nat_jax.methods.registry import register
 from nat_jax.methods.teacher_forcing import DecoderInputs, batch_view, teacher_forced_loss
 from nat_jax.models.transformer import Transformer, transformer_config
+from nat_jax.settings import setting
 from nat_jax.views import LeftToRightScorer
 
 NAMES = {(1, 1): 'AT', (2, 1): 'IBDecoder', (1, 2): 'SA', (2, 2): 'IBDecoder+SA', (4, 1): 'IMDecoder'}
 
 
-def default_config() -> ml_collections.ConfigDict:
+@dataclasses.dataclass(frozen=True)
+class IbDecoderSettings:
   """The `config.ibdecoder` section: (h, c) = (2, 1) IBDecoder, (1, 2) SA, (2, 2) both, (4, 1) IMDecoder."""
-  return ml_collections.ConfigDict(dict(
-      h=2,   # streams: 1 left to right, 2 both ends, 4 two segments from both ends
-      c=1))  # consecutive tokens per stream per step
+  h: int = setting(2, 'streams: 1 left to right, 2 both ends, 4 two segments from both ends (1 or even)', low=1)
+  c: int = setting(1, 'consecutive tokens per stream per step', low=1)
 
 
 def check_layout(h: int, c: int):
-  if h < 1 or (h > 1 and h % 2) or c < 1:
-    raise ConfigError(f'ibdecoder.h={h}, ibdecoder.c={c}: h must be 1 or even (2: IBDecoder, 4: IMDecoder) '
-                     'and c >= 1 (2: SA).')
+  """The relation of the two settings (each >= 1: IbDecoderSettings' rules): h is 1 or even."""
+  if h > 1 and h % 2:
+    raise ConfigError(f'ibdecoder.h={h}, ibdecoder.c={c}: h must be 1 or even (2: IBDecoder, 4: IMDecoder).')
 
 
 # --- slot order ---------------------------------------------------------------------------------
@@ -198,7 +198,7 @@ class IbDecoderScorer(TransformerScorer):
     return reorder(tokens, self.h)
 
 
-@register('ibdecoder', default_config)
+@register('ibdecoder', IbDecoderSettings)
 class IbDecoderMethod(Method):
   """IBDecoder / SA / IMDecoder: a Transformer trained on the slot-order target with a block-causal mask."""
   normalizer = 'tokens'

@@ -1,58 +1,55 @@
-"""The method registry: `@register(name, default_config)`, `get_method(config, vocab_size)`, and the
-checks of a recipe's method section (nat_jax.methods says how a method is added)."""
+"""The method registry: `@register(name, settings)`, `get_method(config, vocab_size)`, and the checks of a
+recipe: its values against their declared rules (nat_jax.recipes.defaults) and its method's section (nat_jax.methods
+says how a method is added)."""
 from __future__ import annotations
 
-from typing import Callable, Optional
-
-import ml_collections
+from typing import Optional
 
 from nat_jax.errors import ConfigError
 from nat_jax.methods.base import Method
+from nat_jax.recipes.defaults import check_config
 
 METHODS: dict[str, type] = {}
-DEFAULTS: dict[str, Callable[[], ml_collections.ConfigDict]] = {}  # method -> its config section's defaults
+SETTINGS: dict[str, type] = {}  # method -> the dataclass declaring its config section (config.<method>)
 
 
-def register(name: str, default_config: Optional[Callable[[], ml_collections.ConfigDict]] = None):
+def register(name: str, settings: Optional[type] = None):
+  """Registers a Method subclass as `name`, with the frozen dataclass declaring its config section (each field's
+  default, help and rule: nat_jax.settings.setting), if it has one."""
   def wrap(cls):
     if not issubclass(cls, Method):
       raise TypeError(f'method {name!r}: {cls.__name__} must subclass nat_jax.methods.base.Method')
     cls.name = name
     METHODS[name] = cls
-    if default_config is not None:
-      DEFAULTS[name] = default_config
+    if settings is not None:
+      SETTINGS[name] = settings
     return cls
   return wrap
 
 
 def check_method_config(config):
-  """The recipe has the section of its method (and no other method's), with exactly its keys."""
+  """The recipe has the section of its method (and no other method's), and every value of it and of the rest of
+  the recipe keeps its declared rule."""
   name = config.model.method
   if name not in METHODS:
     raise ConfigError(f'Unknown model.method {name!r}; registered methods: {sorted(METHODS)}.')
-  strays = sorted(m for m in DEFAULTS if m != name and m in config)
+  strays = sorted(m for m in SETTINGS if m != name and m in config)
   if strays:
     raise ConfigError(f'The config has a section for method {strays[0]!r} but model.method={name!r}; '
-                     f'a recipe holds only the section of its own method.')
-  if name not in DEFAULTS:
-    return
-  module = METHODS[name].__module__
-  if name not in config:
-    raise ConfigError(f'model.method={name!r} needs the config section {name!r}: add '
-                     f'`c.{name} = {module}.default_config()` to the recipe (see configs/).')
-  known, have = set(DEFAULTS[name]().keys()), set(config[name].keys())
-  if have != known:
-    raise ConfigError(f'config.{name}: unknown keys {sorted(have - known)}, missing keys {sorted(known - have)}; '
-                     f'its keys are those of {module}.default_config(): {sorted(known)}.')
+                      f'a recipe holds only the section of its own method.')
+  own = {name: SETTINGS[name]} if name in SETTINGS else {}
+  if own and name not in config:
+    declared = f'{own[name].__module__}.{own[name].__name__}'
+    raise ConfigError(f'model.method={name!r} needs the config section {name!r}: add `c.{name} = section({declared})` '
+                      'to the recipe (nat_jax.recipes.defaults.section; see configs/).')
+  check_config(config, own)
 
 
 def get_method(config, vocab_size: int) -> Method:
   """Builds the method named by `config.model.method`."""
   check_method_config(config)
   method = METHODS[config.model.method](config, vocab_size)
-  pack = config.data.get('pack', 0)
-  if pack < 0:
-    raise ConfigError(f'data.pack must be >= 0 (0: one pair per row; K: up to K pairs per row), got {pack}.')
+  pack = config.data.pack
   if pack and not method.packable:
     packable = sorted(name for name, cls in METHODS.items() if cls.packable)
     raise ConfigError(f'data.pack={pack}: model.method={config.model.method!r} does not train on packed rows '

@@ -28,7 +28,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 
 from nat_jax.core.reduce import argmax
 from nat_jax.core.rows import row_updates
@@ -41,16 +40,17 @@ from nat_jax.methods.registry import register
 from nat_jax.models.draft_head import DraftHead, boundary_states
 from nat_jax.models.layers import CACHE_SLOT_AXIS, slot_count
 from nat_jax.models.transformer import Transformer, transformer_config
+from nat_jax.settings import setting
 from nat_jax.views import LeftToRightScorer, WindowDrafter
 
 
-def default_config() -> ml_collections.ConfigDict:
+@dataclasses.dataclass(frozen=True)
+class SelfDraftSettings:
   """The `config.selfdraft` section of a self-drafting recipe."""
-  return ml_collections.ConfigDict(dict(
-      window=8,       # W: tokens the head drafts per call
-      head_layers=1,  # non-causal decoder layers of the head (0: one feed-forward block, no attention)
-      boundaries=4,   # boundaries sampled per sentence and training step
-  ))
+  window: int = setting(8, 'W: tokens the head drafts per call', low=1)
+  head_layers: int = setting(1, 'non-causal decoder layers of the head (0: one feed-forward block, no attention)',
+                             low=0)
+  boundaries: int = setting(4, 'boundaries sampled per sentence and training step', low=1)
 
 
 def sample_boundaries(rng, lengths: jax.Array, count: int) -> jax.Array:
@@ -138,7 +138,7 @@ class SelfDraftScorer(TransformerScorer):
   draft_head: Any = None
 
 
-@register('selfdraft', default_config)
+@register('selfdraft', SelfDraftSettings)
 class SelfDraftMethod(Method):
   """A draft head over a frozen AT: windowed cross-entropy on the AT's own greedy translations."""
   normalizer = 'tokens'
@@ -147,11 +147,6 @@ class SelfDraftMethod(Method):
   def __init__(self, config, vocab_size: int):
     super().__init__(config, vocab_size)
     section = config.selfdraft
-    for key in ('window', 'boundaries'):
-      if section[key] < 1:
-        raise ConfigError(f'selfdraft.{key} must be >= 1, got {section[key]}.')
-    if section.head_layers < 0:
-      raise ConfigError(f'selfdraft.head_layers must be >= 0, got {section.head_layers}.')
     if config.weight_decay != 0:
       raise ConfigError(f'weight_decay={config.weight_decay}: selfdraft keeps the verifier frozen (no gradient '
                         'reaches it), and weight decay would still change it; set weight_decay=0.')

@@ -23,7 +23,6 @@ default_init = nn.initializers.xavier_uniform()
 # (every run trained here), or the Transformer paper's w_i = 10000^(-i / (dim/2)) (Marian / OPUS-MT).
 POSITION_TIMESCALES = {'tensor2tensor': lambda half: max(half - 1, 1), 'vaswani': lambda half: half}
 ACTIVATIONS = {'relu': nn.relu, 'swish': nn.swish, 'gelu': lambda x: nn.gelu(x, approximate=False)}
-LAYER_NORM_EPSILON = 1e-6  # flax's default, of every run trained here (Marian: 1e-5)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,7 +278,7 @@ class FeedForward(nn.Module):
     return self.weights.dense((d_out,), (d_in,), axes, True, self.dtype, name)
 
 
-def layer_norm(name: str, dtype, epsilon: float = LAYER_NORM_EPSILON) -> nn.LayerNorm:
+def layer_norm(name: str, dtype, epsilon: float) -> nn.LayerNorm:
   return nn.LayerNorm(dtype=dtype, name=name, epsilon=epsilon,
                       scale_init=nn.with_logical_partitioning(nn.initializers.ones, ('embed',)),
                       bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ('embed',)))

@@ -15,13 +15,10 @@ import jax.numpy as jnp
 
 from nat_jax.core.masks import attention_mask
 from nat_jax.errors import ConfigError
-from nat_jax.models.int8 import PRODUCTS, Int8Weights
+from nat_jax.models.int8 import Int8Weights
 from nat_jax.models.layers import (
-    ACTIVATIONS,
     CACHE_SLOT_AXIS,
     FLOAT,
-    LAYER_NORM_EPSILON,
-    POSITION_TIMESCALES,
     Attention,
     Embed,
     FeedForward,
@@ -38,69 +35,52 @@ QUANTIZATIONS = {'none': lambda product: FLOAT, 'int8': lambda product: Int8Weig
 
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig:
+  """The model's settings: those of a recipe's config.model (nat_jax.recipes.defaults.ModelSettings declares each
+  with its default, help and rule), what a method adds (start_tokens, length_classes, directions) and the
+  vocabulary size."""
   vocab_size: int
-  d_model: int = 512
-  num_heads: int = 8
-  d_ff: int = 2048
-  enc_layers: int = 6
-  dec_layers: int = 6
-  dropout: float = 0.1
-  attention_dropout: float = 0.0
-  pre_norm: bool = True
-  relative_window: int = 0  # >0: key-only relative positions in decoder self-attention (HRT, w = 16)
+  d_model: int
+  num_heads: int
+  d_ff: int
+  enc_layers: int
+  dec_layers: int
+  dropout: float
+  attention_dropout: float
+  pre_norm: bool
+  relative_window: int
+  activation: str             # of the FFN: a name in nat_jax.models.layers.ACTIVATIONS
+  position_timescales: str    # the sinusoid frequencies (layers.POSITION_TIMESCALES)
+  scale_embedding: bool
+  attention_bias: bool
+  output_bias: bool
+  layer_norm_epsilon: float
   start_tokens: int = 0     # input-only start tokens after the vocabulary (HRT's Skip-AT <B_k>)
   length_classes: int = 0   # >0: a target-length head over lengths 0 .. length_classes - 1 (CMLM)
   directions: int = 0       # >0: trainable direction embeddings added to decoder inputs (IMDecoder, h)
-  dtype: Any = jnp.float32  # activation dtype; params and softmax statistics stay fp32
+  dtype: Any = jnp.float32  # activation dtype (model.dtype); params and softmax statistics stay fp32
   weights: FloatWeights = FLOAT  # how the weight matrices are held: model.quantization (QUANTIZATIONS)
-  # What a converted Marian / OPUS-MT teacher needs (nat_jax.formats.marian); the defaults are every run trained here.
-  activation: str = 'relu'                   # of the FFN: a name in nat_jax.models.layers.ACTIVATIONS
-  position_timescales: str = 'tensor2tensor'  # the sinusoid frequencies (layers.POSITION_TIMESCALES)
-  scale_embedding: bool = True               # token embeddings times sqrt(d_model)
-  attention_bias: bool = False               # biases on the attention projections
-  output_bias: bool = False                  # a bias f32[V] on the output logits
-  layer_norm_epsilon: float = LAYER_NORM_EPSILON
-
-
-# config.model keys that only a converted model sets: (TransformerConfig field, its default for a
-# config.json that predates them).
-ARCHITECTURE_OPTIONS = {name: TransformerConfig.__dataclass_fields__[name].default
-                        for name in ('activation', 'position_timescales', 'scale_embedding', 'attention_bias',
-                                     'output_bias', 'layer_norm_epsilon')}
 
 
 def transformer_config(model_cfg, vocab_size: int, **extra) -> TransformerConfig:
-  """ml_collections `config.model` -> TransformerConfig (clear errors for bad values); `extra` sets
-  what a method adds (start_tokens, length_classes)."""
-  if model_cfg.dtype not in DTYPES:
-    raise ConfigError(f'model.dtype must be one of {sorted(DTYPES)}, got {model_cfg.dtype!r}.')
+  """A recipe's `config.model` (its values held to their rules: nat_jax.recipes.defaults.check_config) ->
+  TransformerConfig; `extra` sets what a method adds (start_tokens, length_classes, directions)."""
   if model_cfg.d_model % model_cfg.num_heads:
     raise ConfigError(f'model.d_model={model_cfg.d_model} must be divisible by model.num_heads={model_cfg.num_heads}.')
-  options = {name: model_cfg.get(name, default) for name, default in ARCHITECTURE_OPTIONS.items()}
-  for name, choices in (('activation', ACTIVATIONS), ('position_timescales', POSITION_TIMESCALES)):
-    if options[name] not in choices:
-      raise ConfigError(f'model.{name} must be one of {sorted(choices)}, got {options[name]!r}.')
-  return TransformerConfig(
-      vocab_size=vocab_size, d_model=model_cfg.d_model, num_heads=model_cfg.num_heads, d_ff=model_cfg.d_ff,
-      enc_layers=model_cfg.enc_layers, dec_layers=model_cfg.dec_layers, dropout=model_cfg.dropout,
-      attention_dropout=model_cfg.attention_dropout, pre_norm=model_cfg.pre_norm,
-      relative_window=model_cfg.relative_window, dtype=DTYPES[model_cfg.dtype], weights=model_weights(model_cfg),
-      **options, **extra)
+  taken = {f.name: model_cfg[f.name] for f in dataclasses.fields(TransformerConfig)
+           if f.name not in ('vocab_size', 'dtype', 'weights') and f.name in model_cfg}
+  return TransformerConfig(vocab_size=vocab_size, dtype=DTYPES[model_cfg.dtype], weights=model_weights(model_cfg),
+                           **taken, **extra)
 
 
 def model_weights(model_cfg) -> FloatWeights:
   """How the model holds its weight matrices: model.quantization (QUANTIZATIONS), int8 by the product
-  model.int8_kernel names ('xla' or 'onednn', resolved at load:
-  nat_jax.kernels.onednn.resolve; XLA's dot where a config names none). ConfigError for another value."""
-  name, product = model_cfg.quantization, model_cfg.get('int8_kernel', 'xla')
-  if name not in QUANTIZATIONS:
-    raise ConfigError(f'model.quantization must be one of {", ".join(QUANTIZATIONS)}, got {name!r}.')
-  if product not in PRODUCTS:
-    raise ConfigError(f'model.int8_kernel must be one of {", ".join(PRODUCTS)} once loaded, got {product!r}.')
+  model.int8_kernel names ('xla' or 'onednn', resolved at load: nat_jax.kernels.onednn.resolve); ConfigError
+  for a quantization with activations other than float32."""
+  name = model_cfg.quantization
   if name != 'none' and model_cfg.dtype != 'float32':
     raise ConfigError(f'model.quantization {name} computes in float32 (model.dtype float32), got model.dtype '
                       f'{model_cfg.dtype!r}.')
-  return QUANTIZATIONS[name](product)
+  return QUANTIZATIONS[name](model_cfg.int8_kernel)
 
 
 def residual(f, x, norm, dropout, pre_norm: bool, deterministic: bool):

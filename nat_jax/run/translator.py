@@ -79,7 +79,7 @@ def default_decoder(run: Run) -> str:
   """The run's config.default_decoder where it names one (a converted OPUS-MT run: what its generation
   settings say), else greedy where the run's method has a left-to-right view, else the decoder its recipe
   tests with."""
-  if run.config.get('default_decoder'):
+  if run.config.default_decoder:
     return run.config.default_decoder
   return 'greedy' if LeftToRightScorer in run.method.views() else run.config.test_decoder
 

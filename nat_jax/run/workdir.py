@@ -15,10 +15,11 @@ from nat_jax.data import Tokenizer
 from nat_jax.data.tokenizer import open_tokenizer, tokenizer_path
 from nat_jax.errors import CheckpointError, ConfigError, DataError
 from nat_jax.kernels import onednn
-from nat_jax.methods import get_method
+from nat_jax.methods import SETTINGS, get_method
 from nat_jax.models.int8 import quantize_params
 from nat_jax.models.transformer import DTYPES, QUANTIZATIONS
 from nat_jax.parallel.sharding import make_mesh
+from nat_jax.recipes.defaults import with_defaults
 from nat_jax.run import checkpoint
 from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
 
@@ -95,12 +96,7 @@ def read_run_config(path: str) -> ml_collections.ConfigDict:
   problem = run_config_problem(raw)
   if problem:
     raise CheckpointError(f'{path}: {problem}; restore the config the run was trained with.')
-  return ml_collections.ConfigDict(with_generate_beam(with_quantization(raw)))
-
-
-def with_quantization(raw: dict) -> dict:
-  """A config.json written before model.quantization was a setting (float weights) with it: 'none'."""
-  return raw if 'quantization' in raw['model'] else {**raw, 'model': {**raw['model'], 'quantization': 'none'}}
+  return ml_collections.ConfigDict(with_generate_beam(with_defaults(raw, SETTINGS)))
 
 
 def with_generate_beam(raw: dict) -> dict:

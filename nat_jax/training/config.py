@@ -3,7 +3,6 @@ state and logits fit a device (check_fits), and that a resumed workdir holds the
 from __future__ import annotations
 
 import json
-import math
 import os
 from typing import Any
 
@@ -17,9 +16,6 @@ from nat_jax.methods import get_method
 from nat_jax.run import checkpoint
 from nat_jax.run.workdir import CONFIG_FILE, read_run_config
 
-MAX_LEN = 4096                  # tokens per side: attention over more does not fit a batch row's memory
-
-
 MAX_TOKENS_PER_BATCH = 1 << 20  # rows x padded length of one micro-batch
 
 
@@ -28,47 +24,16 @@ MODEL_KEYS = ('model', 'vocab_size', 'max_len', 'max_decode_len')
 
 
 def validate_config(config: ml_collections.ConfigDict):
-  """Every check that needs no data, before any work: sizes, intervals, the method and its section,
-  and the validation / test decoders (known, offered by the method, options valid)."""
-  checks = [
-      (config.total_steps > 0, 'total_steps must be > 0'),
-      (config.tokens_per_batch >= config.max_len, 'tokens_per_batch must be >= max_len'),
-      (config.grad_accum_steps >= 1, 'grad_accum_steps must be >= 1'),
-      (config.num_buckets >= 1, 'num_buckets must be >= 1'),
-      (config.max_len >= 8, 'max_len must be >= 8'),
-      (config.max_decode_len >= 1, 'max_decode_len must be >= 1'),
-      (config.vocab_size >= 16, 'vocab_size must be >= 16'),
-      (config.decode_batch_size >= 1, 'decode_batch_size must be >= 1'),
-      (min(config.log_every, config.eval_every, config.checkpoint_every) >= 1,
-       'log_every, eval_every and checkpoint_every must be >= 1'),
-      (min(config.keep_checkpoints, config.keep_best, config.test_average) >= 1,
-       'keep_checkpoints, keep_best and test_average must be >= 1'),
-      (config.eval_max_sentences >= 0, 'eval_max_sentences must be >= 0 (0 = all)'),
-      (config.warmup_steps >= 0, 'warmup_steps must be >= 0'),
-      (0 <= config.learning_rate <= 1, 'learning_rate must be in [0, 1] (0: frozen; Adam takes steps of about '
-                                         'this size, so a larger one diverges)'),
-      (0.0 <= config.data.get('raw_prob', 0.0) <= 1.0, 'data.raw_prob must be in [0, 1]'),
-      (config.data.get('max_examples', 0) >= 0, 'data.max_examples must be >= 0 (0 = all)'),
-      (0 <= config.label_smoothing < 1, 'label_smoothing must be in [0, 1)'),
-      (0 <= config.weight_decay <= 1, 'weight_decay must be in [0, 1]'),
-      (0 <= config.adam_b1 < 1 and 0 <= config.adam_b2 < 1, 'adam_b1 and adam_b2 must be in [0, 1)'),
-      (0 <= config.clip_norm < math.inf, 'clip_norm must be a finite number >= 0 (0: no clipping)'),
-      (0 <= config.model.dropout < 1 and 0 <= config.model.attention_dropout < 1,
-       'model.dropout and model.attention_dropout must be in [0, 1)'),
-      (min(config.model.d_model, config.model.num_heads, config.model.d_ff, config.model.enc_layers) >= 1
-       and config.model.dec_layers >= 0, 'model.d_model, num_heads, d_ff and enc_layers must be >= 1'),
-      (config.model.d_model % max(config.model.num_heads, 1) == 0, 'model.d_model must be a multiple of num_heads'),
-      (config.max_len <= MAX_LEN and config.max_decode_len <= MAX_LEN,
-       f'max_len and max_decode_len must be <= {MAX_LEN}'),
-      (config.cooldown_steps >= 0, 'cooldown_steps must be >= 0'),
-      (config.model.quantization == 'none', 'model.quantization must be none to train (int8 is for '
-                                                           'decoding a trained run: translate / evaluate / serve '
-                                                           '--quantization=int8)'),
-  ]
-  for ok, msg in checks:
-    if not ok:
-      raise ConfigError(f'Bad config: {msg}.')
-  method = get_method(config, config.vocab_size)  # an unknown method or a bad section: ConfigError
+  """Every check that needs no data, before any work: each value against its declared rule and the method's
+  section (get_method: nat_jax.recipes.defaults.check_config), what relates two settings, and the validation /
+  test decoders (known, offered by the method, options valid)."""
+  method = get_method(config, config.vocab_size)
+  if config.tokens_per_batch < config.max_len:
+    raise ConfigError(f'Bad config: tokens_per_batch={config.tokens_per_batch} must be >= max_len={config.max_len} '
+                      '(a batch holds at least one row).')
+  if config.model.quantization != 'none':
+    raise ConfigError('Bad config: model.quantization must be none to train (int8 is for decoding a trained run: '
+                      'translate / evaluate / serve --quantization=int8).')
   for key in ('eval_decoder', 'test_decoder'):
     try:
       check_decoder(method, config[key], run_options(method, config[key]))

@@ -83,8 +83,8 @@ def evaluate_bleu(run, decode_fn, examples, rows: int) -> tuple[dict[str, Any], 
 def check_raw_prob(config):
   """ConfigError when data.raw_prob mixes raw references into distilled targets that data.distill_dir does
   not name."""
-  raw_prob = config.data.get('raw_prob', 0.0)
-  if raw_prob and not config.data.get('distill_dir', ''):
+  raw_prob = config.data.raw_prob
+  if raw_prob and not config.data.distill_dir:
     raise ConfigError(f'data.raw_prob={raw_prob} mixes raw references into distilled targets, but '
                       'data.distill_dir is empty; set it to a directory written by nat_jax.distill.')
 
@@ -95,7 +95,7 @@ def training_batches(config, examples, tokenizer, shapes, method=None, row_multi
   with raw references at data.raw_prob; bucketed, or packed when the method packs: data.pack > 0)
   and a one-line description for the log. `teacher`: data.distill_dir's translations of `examples`,
   when already read (check_before_writing)."""
-  distill_dir, raw_prob = config.data.get('distill_dir', ''), config.data.get('raw_prob', 0.0)
+  distill_dir, raw_prob = config.data.distill_dir, config.data.raw_prob
   where = (jax.process_index(), jax.process_count())
 
   def batches(pairs, **raw):
@@ -129,7 +129,7 @@ def check_before_writing(config) -> tuple[dict[str, list], Optional[list[str]]]:
   sharding.make_mesh(config.mesh.model_parallel)
   check_raw_prob(config)
   teacher = None
-  if config.data.get('distill_dir', ''):
+  if config.data.distill_dir:
     teacher = read_teacher_translations(config.data.distill_dir, 'train', splits['train'])
   for key in ('init_from', 'tokenizer_from'):
     if config.get(key) and not has_tokenizer(config[key]):

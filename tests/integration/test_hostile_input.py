@@ -127,16 +127,16 @@ def test_a_second_training_in_the_same_workdir_is_refused(tmp_path, corpus):
 
 
 @pytest.mark.parametrize('overrides,message', [
-    ({'label_smoothing': 2.0}, 'label_smoothing must be in [0, 1)'),
-    ({'learning_rate': 1e30}, 'learning_rate must be in [0, 1]'),
-    ({'learning_rate': float('nan')}, 'learning_rate must be in [0, 1]'),
-    ({'weight_decay': float('nan')}, 'weight_decay must be in [0, 1]'),
-    ({'model.dropout': 1.5}, 'model.dropout and model.attention_dropout must be in [0, 1)'),
-    ({'clip_norm': -1.0}, 'clip_norm must be a finite number >= 0'),
-    ({'adam_b1': 2.0}, 'adam_b1 and adam_b2 must be in [0, 1)'),
-    ({'model.d_model': 0}, 'model.d_model, num_heads, d_ff and enc_layers must be >= 1'),
-    ({'model.d_model': 33}, 'model.d_model must be a multiple of num_heads'),
-    ({'max_len': 100_000, 'tokens_per_batch': 200_000}, 'max_len and max_decode_len must be <= 4096'),
+    ({'label_smoothing': 2.0}, '--config.label_smoothing=2.0: must be a finite number from 0 to below 1'),
+    ({'learning_rate': 1e30}, '--config.learning_rate=1e+30: must be a finite number from 0 to 1'),
+    ({'learning_rate': float('nan')}, '--config.learning_rate=nan: must be a finite number from 0 to 1'),
+    ({'weight_decay': float('nan')}, '--config.weight_decay=nan: must be a finite number from 0 to 1'),
+    ({'model.dropout': 1.5}, '--config.model.dropout=1.5: must be a finite number from 0 to below 1'),
+    ({'clip_norm': -1.0}, '--config.clip_norm=-1.0: must be a finite number >= 0'),
+    ({'adam_b1': 2.0}, '--config.adam_b1=2.0: must be a finite number from 0 to below 1'),
+    ({'model.d_model': 0}, '--config.model.d_model=0: must be an integer >= 1'),
+    ({'model.d_model': 33}, 'model.d_model=33 must be divisible by model.num_heads=2'),
+    ({'max_len': 100_000, 'tokens_per_batch': 200_000}, '--config.max_len=100000: must be an integer from 8 to 4096'),
     ({'tokens_per_batch': 1_000_000_000}, 'tokens_per_batch must be <= 1048576'),
 ])
 def test_out_of_range_settings_are_refused_before_any_work(tmp_path, corpus, overrides, message):

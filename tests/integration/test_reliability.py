@@ -391,7 +391,7 @@ def test_method_dependent_options_are_checked_against_the_method(corpus):
     ({'test_decoder': 'nosuch'}, "config.test_decoder='nosuch': Unknown decoder"),
     ({'eval_decoder': 'dag_greedy'}, "config.eval_decoder='dag_greedy': Decoder 'dag_greedy' needs a GraphPredictor"),
     ({'model.method': 'nosuch'}, "Unknown model.method 'nosuch'"),
-    ({'decode_batch_size': -1}, 'decode_batch_size must be >= 1'),
+    ({'decode_batch_size': -1}, '--config.decode_batch_size=-1: must be an integer >= 1'),
     ({'eval_every': 0}, 'eval_every'),
 ])
 def test_whole_config_is_checked_before_any_work(tmp_path, corpus, overrides, message):

@@ -237,8 +237,8 @@ def test_sharded_step_on_8_devices_equals_one_device():
     ('--config.no_such_key=1', 'no_such_key'),
     ('--config.total_steps=many', 'total_steps'),
     ('--config.data.train_files=/nonexistent/train.tsv', '/nonexistent/train.tsv'),
-    ('--config.total_steps=0', 'total_steps must be > 0'),
-    ('--config.data.max_examples=-1', 'max_examples must be >= 0'),
+    ('--config.total_steps=0', '--config.total_steps=0: must be an integer >= 1'),
+    ('--config.data.max_examples=-1', '--config.data.max_examples=-1: must be 0 (all) or an integer >= 1'),
 ])
 def test_bad_config_is_a_clear_error(tmp_path, flag, message):
   cmd = [sys.executable, '-m', 'nat_jax.train', '--config=configs/at_bible_tiny.py', f'--workdir={tmp_path}/w',

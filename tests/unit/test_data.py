@@ -12,13 +12,12 @@ import tensorflow_datasets as tfds
 
 from nat_jax import data
 from nat_jax.data import bible, sources
+from nat_jax.recipes.defaults import DataSettings, section
 
 
 def data_config(**overrides) -> ml_collections.ConfigDict:
-  cfg = ml_collections.ConfigDict(dict(
-      source='files', pair='en-de', train_files='', validation_files='', test_files='',
-      tfds_name='', source_lang='en', target_lang='de', tfds_data_dir='', max_examples=0))
-  cfg.update(overrides)
+  cfg = section(DataSettings)
+  cfg.update({'source': 'files', **overrides})
   return cfg
 
 
@@ -117,8 +116,7 @@ def write(path, lines) -> str:
 def test_languages_of_the_data():
   """The Bible's pair names its languages (a de-en run is not en->de, the defaults of source_lang /
   target_lang); other sources declare theirs."""
-  cfg = lambda source, pair: ml_collections.ConfigDict(dict(source=source, pair=pair, source_lang='fr',
-                                                            target_lang='ro'))
+  cfg = lambda source, pair: data_config(source=source, pair=pair, source_lang='fr', target_lang='ro')
   assert {p: sources.languages(cfg('bible', p)) for p in ('de-en', 'en-de', 'ro-en')} == {
       'de-en': ('de', 'en'), 'en-de': ('en', 'de'), 'ro-en': ('ro', 'en')}
   assert sources.languages(cfg('files', 'de-en')) == sources.languages(cfg('tfds', 'de-en')) == ('fr', 'ro')

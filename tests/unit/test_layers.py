@@ -18,7 +18,7 @@ LAYERS = {
     'nat_jax.errors': -1,  # imports nothing of ours: any module may raise its errors
     'nat_jax.core': 0, 'nat_jax.files': 0, 'nat_jax.hugepages': 0, 'nat_jax.backends': 0, 'nat_jax.settings': 0,
     'nat_jax.metrics': 0,  # BLEU / chrF and timing
-    'nat_jax.recipes': 0,  # the recipes' shared defaults and their loader
+    'nat_jax.recipes': 2,  # a recipe's settings declared (over the model's choices) and the recipe loader
     'nat_jax.kernels': 0,  # native kernels XLA calls through jax.ffi (the oneDNN int8 product)
     'nat_jax.data': 1, 'nat_jax.models': 1, 'nat_jax.losses': 1, 'nat_jax.parallel': 1,
     'nat_jax.views': 2,  # the seam: methods offer these Protocols, decoders consume them

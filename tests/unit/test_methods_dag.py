@@ -19,6 +19,7 @@ from nat_jax.decode.dag import joint_viterbi
 from nat_jax.methods import dag, get_method
 from nat_jax.methods.dag import glance_inputs, glance_ratio
 from nat_jax.models.dag_transformer import TransitionHead, vertex_end_tokens
+from nat_jax.recipes.defaults import section
 from tests.support import dag_greedy_path, dag_lookahead_path, dat_config, reference_text_tokens, tiny_config
 
 
@@ -302,7 +303,7 @@ def test_method_config_sections_are_checked(corpus):
   with pytest.raises(ValueError, match=r"unknown keys \['glance_stpes'\]"):
     get_method(extra, 30)
   stray = tiny_config(corpus)
-  stray.dat = dag.default_config()
+  stray.dat = section(dag.DatSettings)
   with pytest.raises(ValueError, match="section for method 'dat' but model.method='at'"):
     get_method(stray, 30)
 

@@ -212,6 +212,7 @@ def test_first_step_top_b_equals_enumeration_of_slot_pairs(corpus):
 
 
 def test_bad_layouts_are_configuration_errors(corpus):
-  for h, c in ((3, 1), (2, 0), (0, 1)):
-    with pytest.raises(ValueError, match='h must be 1 or even'):
+  for h, c, message in ((3, 1, 'h must be 1 or even'), (2, 0, r'ibdecoder.c=0: must be an integer >= 1'),
+                        (0, 1, r'ibdecoder.h=0: must be an integer >= 1')):
+    with pytest.raises(ValueError, match=message):
       get_method(tiny_config(corpus, **{'model.method': 'ibdecoder', 'ibdecoder.h': h, 'ibdecoder.c': c}), 30)

@@ -23,18 +23,19 @@ def test_the_inference_config_is_a_new_value_and_the_runs_config_is_unchanged():
   config = base_config()
   before = config.to_dict()
   half = inference_config(config, 'bfloat16')
-  assert (half.model.dtype, half.model.quantization) == ('bfloat16', 'none') and 'int8_kernel' not in half.model
+  assert (half.model.dtype, half.model.quantization, half.model.int8_kernel) == ('bfloat16', 'none', 'xla')
   int8 = inference_config(config, quantization='int8', int8_kernel='xla')
   assert (int8.model.dtype, int8.model.quantization, int8.model.int8_kernel) == ('float32', 'int8', 'xla')
   assert config.to_dict() == before
   assert {k: v for k, v in int8.to_dict().items() if k != 'model'} == {k: v for k, v in before.items() if k != 'model'}
 
 
-def test_a_config_json_from_before_model_quantization_reads_as_float_weights(tmp_path):
-  """A run trained before model.quantization was a setting reads as today's config with quantization 'none'
-  (so resuming it is not refused as another model)."""
+def test_a_config_json_from_before_a_setting_existed_reads_with_its_default(tmp_path):
+  """A run trained before model.quantization, model.int8_kernel and num_samples were settings reads as today's
+  config with their defaults (so resuming it is not refused as another model)."""
   today = base_config().to_dict()
-  old = dict(today, model={k: v for k, v in today['model'].items() if k != 'quantization'})
+  old = dict(today, model={k: v for k, v in today['model'].items() if k not in ('quantization', 'int8_kernel')})
+  del old['num_samples']
   path = tmp_path / 'config.json'
   path.write_text(json.dumps(old))
   assert read_run_config(str(path)).to_dict() == today
