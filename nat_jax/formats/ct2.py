@@ -132,7 +132,7 @@ def vocabulary_pieces(tokenizer) -> list[str]:
   return pieces
 
 
-def sinusoid_table(rows: int, dim: int, timescales: str = 'tensor2tensor') -> np.ndarray:
+def sinusoid_table(rows: int, dim: int, timescales: str) -> np.ndarray:
   """f32[rows, dim]: our sinusoidal embedding of positions 0 .. rows - 1 (models.layers.sinusoidal_positions)."""
   import jax.numpy as jnp
 

@@ -61,7 +61,7 @@ class FloatWeights:
 FLOAT = FloatWeights()
 
 
-def sinusoidal_positions(positions: jax.Array, dim: int, timescales: str = 'tensor2tensor') -> jax.Array:
+def sinusoidal_positions(positions: jax.Array, dim: int, timescales: str) -> jax.Array:
   """Sinusoidal embeddings of integer positions (negative positions allowed).
 
   positions: i32[...]; returns f32[..., dim] = [sin(p * w_i), cos(p * w_i)] with w_i from

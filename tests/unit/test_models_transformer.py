@@ -68,7 +68,7 @@ def test_cached_attention_is_attention_over_the_cache_it_writes(tq, start):
 
 def test_sinusoidal_positions_formula_and_negative_positions():
   pos = jnp.array([-3, -1, 0, 1, 3])
-  emb = np.asarray(sinusoidal_positions(pos, 8))
+  emb = np.asarray(sinusoidal_positions(pos, 8, 'tensor2tensor'))
   freqs = np.exp(-np.log(10000.0) * np.arange(4) / 3)
   expected = np.concatenate([np.sin(np.outer([-3, -1, 0, 1, 3], freqs)), np.cos(np.outer([-3, -1, 0, 1, 3], freqs))], 1)
   np.testing.assert_allclose(emb, expected, atol=1e-6)
