@@ -11,8 +11,8 @@ from typing import Optional
 
 from benchmarks.projection import roofline
 from nat_jax import recipes
-from nat_jax.aot import analysis, programs
-from nat_jax.aot.programs import unit_label
+from nat_jax.ahead_of_time import analysis, programs
+from nat_jax.ahead_of_time.programs import unit_label
 from nat_jax.errors import ConfigError
 from nat_jax.files import write_atomic
 

@@ -8,7 +8,7 @@
 For each recipe x target: the gradient step at the largest batch shape and the optimizer step
 (`--programs=train`), and with `decode` the recipe's own decoders at batch 1 and 64; when the gradient
 step does not fit, the largest per-device batch that does at the recipe's tokens per update
-(nat_jax.aot.report.fit_train_step). One JSON per (recipe, target) in --out, written when that pair
+(nat_jax.ahead_of_time.report.fit_train_step). One JSON per (recipe, target) in --out, written when that pair
 is done, so an interrupted run resumes where it stopped (delete a file to redo it); then a markdown
 table of all of them on stdout. A paper-scale compile takes minutes on 2 CPU cores.
 """
@@ -37,7 +37,7 @@ TARGETS = ('v5e:2x2', 'v5e:4x4', 'v4:2x2x2', 'v5p:2x2x1', 'h100x8')
 
 flags.DEFINE_string('out', None, 'Directory of the per-(recipe, target) JSON results.')
 flags.DEFINE_list('recipes', list(RECIPES), 'Recipes (names in configs/).')
-flags.DEFINE_list('targets', list(TARGETS), 'Targets (nat_jax.aot.targets).')
+flags.DEFINE_list('targets', list(TARGETS), 'Targets (nat_jax.ahead_of_time.targets).')
 flags.DEFINE_list('programs', ['train'], 'train and/or decode (the recipe\'s own decoders at batch 1 and 64).')
 FLAGS = flags.FLAGS
 
@@ -47,7 +47,7 @@ def result_path(recipe: str, target: str) -> str:
 
 
 def run_one(recipe: str, target_name: str) -> dict:
-  from nat_jax.aot import report, targets
+  from nat_jax.ahead_of_time import report, targets
   config = recipes.load_recipe(recipes.recipe_path(recipe))
   target = targets.get_target(target_name)
   report.progress(f'== {recipe} on {target.describe()}')

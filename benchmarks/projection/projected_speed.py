@@ -45,7 +45,7 @@ FLAGS = flags.FLAGS
 def main(argv):
   from benchmarks.projection import roofline
   from benchmarks.projection.costs import cached_costs
-  from nat_jax.aot import targets
+  from nat_jax.ahead_of_time import targets
   if not FLAGS.out:
     raise ConfigError('--out=<directory> is required.')
   os.makedirs(FLAGS.out, exist_ok=True)

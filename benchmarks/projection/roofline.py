@@ -6,8 +6,8 @@ a mask-predict iteration, an HRT phase). One call on a chip takes, on the roofli
   t(call) = max(FLOPs / peak FLOP/s, bytes accessed / HBM bytes/s) + overhead,
 
 with FLOPs and bytes from XLA's cost analysis of that call compiled alone for the chip
-(nat_jax.aot.programs' units: a loop's cost analysis counts its body once) and the chip's figures
-and assumed per-call overhead from nat_jax.aot.targets. A sentence costs the sum over its calls of
+(nat_jax.ahead_of_time.programs' units: a loop's cost analysis counts its body once) and the chip's figures
+and assumed per-call overhead from nat_jax.ahead_of_time.targets. A sentence costs the sum over its calls of
 t(call) x the number of such calls it makes. Those numbers are measured, not assumed: the means per
 Acts test sentence of the trained tiny runs' decoders (the `aux` of results.json in
 docs/results/benchmark_tiny/ and docs/lab-notes/data/benchmark_*/: steps, iterations, loop steps),
@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from nat_jax.aot.targets import Chip
+from nat_jax.ahead_of_time.targets import Chip
 
 
 def call_seconds(flops: float, bytes_accessed: float, chip: Chip, overhead: Optional[float] = None) -> float:

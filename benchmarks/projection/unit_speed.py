@@ -6,7 +6,7 @@ benchmarks/projection/projected_speed.py.
 
 For every call of every plan in benchmarks/projection/roofline.py (a left-to-right step over a 64-slot cache, a
 verification pass, a fill pass, the loop-free DAG decoder, the encoder) of every recipe a plan needs:
-the same program nat_jax.aot compiles (nat_jax.aot.programs), here for one local device, in bf16 as a
+the same program nat_jax.aot compiles (nat_jax.ahead_of_time.programs), here for one local device, in bf16 as a
 run decodes with --dtype=bfloat16, with random weights (a call's cost does not depend on them) and
 random source tokens of --width pieces. Per call: compile seconds and the median, 10th and 90th
 percentile of --repeats calls after a warm-up, each dispatched from the host and waited for
@@ -39,7 +39,8 @@ flags.DEFINE_list('batch_sizes', ['1', '64'], 'Batch sizes (sentences).')
 flags.DEFINE_integer('width', 40, 'Source pieces per sentence (as benchmarks.projection.projected_speed --width).')
 flags.DEFINE_integer('repeats', 30, 'Timed calls per program (after 3 warm-up calls).')
 flags.DEFINE_list('recipes', [], 'Only these recipes (default: every recipe a projected plan needs).')
-flags.DEFINE_string('chip', '', 'nat_jax.aot.targets.CHIPS name of this device (default: from its device kind).')
+flags.DEFINE_string('chip', '', 'nat_jax.ahead_of_time.targets.CHIPS name of this device (default: from its device '
+                    'kind).')
 flags.DEFINE_string('compare', None, 'Instead of timing: a unit_speed.json to put beside the projection.')
 flags.DEFINE_string('costs', None, 'With --compare: the --out of benchmarks.projection.projected_speed (its cached '
                     'costs).')
@@ -97,8 +98,8 @@ def time_calls(fn, args, repeats: int) -> dict:
 def recipe_units(recipe: str, units: set, target, batches: list[int], width: int, seed: int) -> dict:
   """{'<unit>|<batch>': timing} of the calls `units` of `recipe`, and 'loop <decoder>|<batch>' of its
   whole decoders in `LOOPS`."""
-  from nat_jax.aot import programs
-  from nat_jax.aot.programs import unit_label
+  from nat_jax.ahead_of_time import programs
+  from nat_jax.ahead_of_time.programs import unit_label
   config = recipes.load_recipe(recipes.recipe_path(recipe))
   setup = programs.make_setup(config, target, dtype='bfloat16')
   params = concrete(setup.params, seed)
@@ -137,7 +138,7 @@ def measure():
   import jax
 
   from benchmarks.projection import roofline
-  from nat_jax.aot import targets
+  from nat_jax.ahead_of_time import targets
   device = jax.devices()[0]
   chip_name = FLAGS.chip or chip_of(device)
   if chip_name not in targets.CHIPS:
@@ -218,7 +219,7 @@ def compare(measured_path: str, costs_dir: str, cost_targets: list[str]):
   step (its time less its roofline time); and the plan composed of the measured host-dispatched calls."""
   from benchmarks.projection import roofline
   from benchmarks.projection.costs import cached_costs
-  from nat_jax.aot import targets
+  from nat_jax.ahead_of_time import targets
   with open(measured_path) as f:
     measured = json.load(f)
   units, width = measured['units'], measured['width']

@@ -13,7 +13,7 @@ decoders (default: every decoder the method offers with default options) at each
 recipe's length bounds; `--programs=units` adds one step / pass of each decoding family, compiled
 alone for costing. Per program: compiled or the compiler's error, per-device bytes against the chip's
 usable memory, FLOPs and bytes accessed, collectives, host callbacks and transfers, compile seconds
-(nat_jax.aot.analysis). A table on stdout, the same in --json. Exit 0 when every program compiles
+(nat_jax.ahead_of_time.analysis). A table on stdout, the same in --json. Exit 0 when every program compiles
 and fits, 1 with one `error:` line naming what did not (2: bad input). `--fit`: when the gradient
 step does not fit, the largest per-device batch that does, at the recipe's tokens per update.
 Needs the compilers: pip install -e ".[aot]".
@@ -64,7 +64,7 @@ COMMAND_FLAGS = (
 
 def drafter_loader(mesh):
   """load_run for `drafted`: the --drafter recipe (any spec names it) with abstract parameters on `mesh`."""
-  from nat_jax.aot import programs
+  from nat_jax.ahead_of_time import programs
   if not FLAGS.drafter:
     return None
   path = recipes.recipe_path(FLAGS.drafter)
@@ -74,7 +74,7 @@ def drafter_loader(mesh):
 
 
 def main(argv, decoder_options: dict[str, str]):  # decoder_options: for the chosen decoders that have each
-  from nat_jax.aot import report, targets
+  from nat_jax.ahead_of_time import report, targets
   from nat_jax.parallel import sharding
   from nat_jax.training.config import validate_config
   config = FLAGS.config

@@ -1,13 +1,11 @@
 """How a command line starts: the process set-up its entry point does, never an import.
 
-`launch(name)` is what `python -m nat_jax.<name>` and the `nat-jax-<name>` console script run (through the
-one-line modules nat_jax/<name>.py, nat_jax/aot/__main__.py): `prepare_process()` first, while nothing heavy is
-loaded, then the command's `console()` (nat_jax.commands.<name>). `prepare_process()` re-executes the process
-once with glibc's huge-page malloc (nat_jax.hugepages) and keeps JAX on the CPU where a CUDA plugin or the TPU
-compiler is installed without the device (nat_jax.backends); `cli.run_command` calls it too, so
-`python -m benchmarks.<room>.<name>` gets the same process (after its imports). Importing nat_jax as a library does
-neither.
-"""
+`launch(name)` is what `python -m nat_jax.<name>` and the `nat-jax-<name>` console script run (through the one-line
+modules nat_jax/<name>.py): `prepare_process()` first, while nothing heavy is loaded, then the command's `console()`
+(nat_jax.commands.<name>). `prepare_process()` re-executes the process once with glibc's huge-page malloc
+(nat_jax.hugepages) and keeps JAX on the CPU where a CUDA plugin or the TPU compiler is installed without the device
+(nat_jax.backends); `cli.run_command` calls it too, so `python -m benchmarks.<room>.<name>` gets the same process
+(after its imports). Importing nat_jax as a library does neither."""
 from __future__ import annotations
 
 import importlib

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from nat_jax import decode
-from nat_jax.aot import analysis, programs, report, targets
+from nat_jax.ahead_of_time import analysis, programs, report, targets
 from nat_jax.decode import dag_beam
 from tests.support import REPO, tiny_config, xla_flags
 

@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks.projection import roofline
 from nat_jax import decode
-from nat_jax.aot import targets
+from nat_jax.ahead_of_time import targets
 
 
 def test_roofline_of_one_matmul():
@@ -47,7 +47,8 @@ def test_a_fitted_overhead_reproduces_the_measured_call_and_measured_calls_compo
 
 
 def test_projection_plans_name_real_units_and_claims():
-  """Every plan names recipes in configs/ and units nat_jax.aot.programs builds; every claim pairs two plans."""
+  """Every plan names recipes in configs/ and units nat_jax.ahead_of_time.programs builds; every claim pairs two
+  plans."""
   from nat_jax import recipes
   labels = {'encode', 'step', 'pass3', 'pass4', 'pass8', 'beam4 step', 'fill', 'fill(5 lengths)', 'encode+length',
             'draft head'}

@@ -29,10 +29,9 @@ LAYERS = {
     'nat_jax.formats': 5,  # other projects' model formats: Marian in, CTranslate2 out
     'nat_jax.evaluation': 6,  # the benchmark library (its Translator rows and CTranslate2 peers)
     'nat_jax.viz': 5,  # the DAG and decoding-graph pictures
-    'nat_jax.aot': 7,  # compiles training's own jitted steps and the decoders for other devices
+    'nat_jax.ahead_of_time': 7,  # compiles training's own jitted steps and the decoders for other devices
     'nat_jax.commands': 8,  # the command lines, each over the libraries; none imports another
     'nat_jax': 9,  # the package itself and the command lines' one-line modules (nat_jax/train.py, ...)
-    'nat_jax.aot.__main__': 9,  # aot's one-line module
 }
 
 BENCHMARKS = os.path.join(REPO, 'benchmarks')
@@ -184,10 +183,10 @@ def test_top_level_holds_the_rooms_a_few_leaves_and_one_line_per_command():
   module (`python -m nat_jax.<command>`), which launches it and holds nothing else."""
   from nat_jax.commands.cli import COMMANDS
   leaves = {'__init__', 'backends', 'errors', 'files', 'hugepages', 'settings', 'views'}
-  aliases = set(COMMANDS) - {'aot'}  # aot is a room: its aot/__main__.py
+  aliases = set(COMMANDS)
   top = {name[:-3] for name in os.listdir(PACKAGE) if name.endswith('.py')}
   assert top == leaves | aliases, sorted(top ^ (leaves | aliases))
-  for name in aliases | {'aot.__main__'}:
+  for name in aliases:
     tree = ast.parse(open(os.path.join(PACKAGE, *name.split('.')) + '.py', encoding='utf-8').read())
     calls = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call)]
     assert calls == [f"launch('{name.split('.')[0]}')", 'console()'], (name, calls)
@@ -204,12 +203,11 @@ def test_every_console_script_is_a_command_and_runs_as_python_m():
   from nat_jax.commands.cli import COMMANDS
   with open(os.path.join(REPO, 'pyproject.toml'), 'rb') as f:
     scripts = tomllib.load(f)['project']['scripts']
-  assert scripts == {f'nat-jax-{name}': f'nat_jax.{name}{".__main__" if name == "aot" else ""}:console'
-                     for name in COMMANDS}
+  assert scripts == {f'nat-jax-{name}': f'nat_jax.{name}:console' for name in COMMANDS}
   helpers = {m.name for m in pkgutil.iter_modules(commands.__path__)} - set(COMMANDS)
   assert helpers == {m.rsplit('.', 1)[1] for m in COMMAND_HELPERS}, helpers  # a command, or a helper said so
   for name in COMMANDS:
-    spec = importlib.util.find_spec(f'nat_jax.{name}' + ('.__main__' if name == 'aot' else ''))  # aot: a package
+    spec = importlib.util.find_spec(f'nat_jax.{name}')
     assert os.path.dirname(spec.origin).startswith(PACKAGE), spec.origin  # a file of the checkout, not a hook
     assert hasattr(importlib.import_module(f'nat_jax.commands.{name}'), 'console')
   assert importlib.util.find_spec('nat_jax.no_such_command') is None

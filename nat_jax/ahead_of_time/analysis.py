@@ -10,7 +10,7 @@ program; compile seconds.
 
 XLA's cost analysis counts a loop body once, whatever its trip count (`while_loop`, `scan`,
 `fori_loop`): the FLOPs of a decoder are those of one pass of its loop. Cost decoders per step
-(nat_jax.aot.programs' units) and multiply by the steps taken (benchmarks/projection/roofline.py).
+(nat_jax.ahead_of_time.programs' units) and multiply by the steps taken (benchmarks/projection/roofline.py).
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ import jax
 import numpy as np
 from jax.extend import core as jax_core
 
-from nat_jax.aot.programs import Program
-from nat_jax.aot.targets import GIB, Target
+from nat_jax.ahead_of_time.programs import Program
+from nat_jax.ahead_of_time.targets import GIB, Target
 
 # XLA's GPU compiler (jaxlib 0.10.2) fails to tile some Triton GEMM fusions (a dot fused with a bitcast or a
 # convert, e.g. bf16[2560,512]); the program compiles with Triton GEMMs off (cuBLAS), which `analyze` retries.

@@ -1,11 +1,10 @@
 """Compile a recipe's programs for a target and report them: the library behind `python -m nat_jax.aot`.
 
-`compile_recipe` builds the programs (nat_jax.aot.programs), compiles each (nat_jax.aot.analysis) with a
-progress line per program on stderr, and returns the reports; `fit_train_step` searches the largest
-per-device batch whose gradient step fits when the recipe's does not, keeping the recipe's tokens per
-update by gradient accumulation (and asks for model parallelism when one row per device does not
-fit); `table` and `summary` format them.
-"""
+`compile_recipe` builds the programs (nat_jax.ahead_of_time.programs), compiles each (nat_jax.ahead_of_time.analysis)
+with a progress line per program on stderr, and returns the reports; `fit_train_step` searches the largest per-device
+batch whose gradient step fits when the recipe's does not, keeping the recipe's tokens per update by gradient
+accumulation (and asks for model parallelism when one row per device does not fit); `table` and `summary` format
+them."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,9 +14,9 @@ from typing import Callable, Optional, Sequence
 
 import ml_collections
 
-from nat_jax.aot import analysis, programs
-from nat_jax.aot.analysis import ProgramReport, gib
-from nat_jax.aot.targets import Target
+from nat_jax.ahead_of_time import analysis, programs
+from nat_jax.ahead_of_time.analysis import ProgramReport, gib
+from nat_jax.ahead_of_time.targets import Target
 from nat_jax.errors import ConfigError
 
 PROGRAM_KINDS = ('train', 'eval', 'decode', 'units')

@@ -24,7 +24,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from nat_jax import decode
-from nat_jax.aot.targets import Target, shard_bytes
+from nat_jax.ahead_of_time.targets import Target, shard_bytes
 from nat_jax.core.packing import PACKING_KEYS
 from nat_jax.core.tokens import decode_length_bound
 from nat_jax.data.batching import bucket_shapes, packed_shape

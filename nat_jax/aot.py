@@ -1,4 +1,4 @@
-"""`python -m nat_jax.aot` and the `nat-jax-aot` console script: the command line of nat_jax/commands/aot.py."""
+"""`python -m nat_jax.aot` and `nat-jax-aot`: the command line of nat_jax/commands/aot.py."""
 from nat_jax.commands.launch import launch
 
 
