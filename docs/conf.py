@@ -16,9 +16,13 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from nat_jax.version import VERSION  # noqa: E402
+
 project = 'nat_jax'
 author = 'the nat_jax authors'
 copyright = '2026, the nat_jax authors'
+version = release = VERSION
+html_title = f'nat_jax {VERSION}'
 
 extensions = ['myst_parser', 'sphinx.ext.autodoc', 'sphinx.ext.napoleon', 'sphinx_copybutton']
 source_suffix = {'.md': 'markdown'}
@@ -34,7 +38,6 @@ autodoc_typehints = 'description'
 autodoc_default_options = {'members': True, 'undoc-members': False, 'show-inheritance': False}
 
 html_theme = 'furo'
-html_title = 'nat_jax'
 html_static_path = ['_static']
 html_css_files = ['tables.css']
 copybutton_prompt_text = r'^\$ '

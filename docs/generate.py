@@ -137,13 +137,14 @@ def command_usage(name: str) -> tuple[str, list[str]]:
   with open(path, encoding='utf-8') as f:
     doc = ast.get_docstring(ast.parse(f.read())) or ''
   lines = doc.split('\n')
+  first = next((i for i, line in enumerate(lines) if not line.strip() or line.startswith('  ')), len(lines))
   usage = []
-  for line in lines[1:]:
+  for line in lines[first:]:
     if line.startswith('  ') and line.strip():
       usage.append(' '.join(line.split()))
     elif usage:
       break
-  return lines[0], usage
+  return ' '.join(lines[:first]), usage
 
 
 def cli_reference() -> str:

@@ -3,6 +3,7 @@
 Importing it does nothing but define the package: the command lines set their process up in their entry point
 (nat_jax.commands.launch), and `from nat_jax import Translator` loads the Python API on first use.
 """
+from nat_jax.version import VERSION as __version__  # noqa: F401
 
 
 def __getattr__(name):

@@ -33,6 +33,7 @@ from nat_jax.models.transformer import DTYPES, QUANTIZATIONS
 from nat_jax.recipes import load_recipe, recipe_path
 from nat_jax.run.workdir import Run, load_run
 from nat_jax.settings import BATCH_RULE, MAX_ROWS, Rule  # noqa: F401 (MAX_ROWS: the commands read cli.MAX_ROWS)
+from nat_jax.version import VERSION
 
 
 def quiet_logs():
@@ -192,8 +193,10 @@ class Flag:
     return f'`{shown}`' if shown not in (None, '', []) else ''
 
   def rule_line(self, rule: str) -> str:
-    """'required; <rule>', 'required', '<rule>' or '': what --help and the flags table say of a value."""
-    return '; '.join((['required'] if self.required else []) + ([rule] if rule else []))
+    """'required; <rule>', 'required', '<rule>' or '': what --help and the flags table say of a value (a required
+    flag with a default is a list that may not be empty: 'not empty')."""
+    need = 'not empty' if self.default not in (None, '', []) else 'required'
+    return '; '.join(([need] if self.required else []) + ([rule] if rule else []))
 
   def problem(self, value) -> Optional[str]:
     """Why `value` breaks the rule (one line naming the flag), or None."""
@@ -283,6 +286,9 @@ def command(command_flags: Sequence[Flag], main: Callable[..., Any],
   its flags, and `main` under `run_command` (with `decoder_options`: `main(argv, {opt: value string})` of the
   `--decoder.<opt>=<v>` flags)."""
   def console():
+    if sys.argv[1:] == ['--version']:
+      print(f'nat_jax {VERSION}')
+      return
     define_flags(command_flags)
     run_command(main, decoder_options, command_flags)
   return console

@@ -1,4 +1,4 @@
-"""Train any registered method: flags -> config -> mesh -> method -> loop.
+"""Train a model of any registered method from a recipe, resuming the run its workdir holds.
 
   python -m nat_jax.train --config=configs/at_bible_tiny.py --workdir=runs/tiny [--config.<key>=<value> ...]
 

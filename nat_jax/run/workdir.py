@@ -19,6 +19,7 @@ from nat_jax.methods import SETTINGS, get_method
 from nat_jax.models.int8 import quantize_params
 from nat_jax.models.transformer import DTYPES, QUANTIZATIONS
 from nat_jax.parallel.sharding import make_mesh
+from nat_jax.recipes import recipe_path
 from nat_jax.recipes.defaults import with_defaults
 from nat_jax.run import checkpoint
 from nat_jax.run.train_state import dummy_batch, make_optimizer, state_shardings
@@ -133,6 +134,14 @@ def run_config_problem(raw) -> Optional[str]:
   return None
 
 
+def train_command(workdir: str) -> str:
+  """The command that trains a run into `workdir`: with the recipe of the workdir's name where there is one
+  (runs/dat_bible_tiny: configs/dat_bible_tiny.py), else with a recipe to choose."""
+  name = os.path.basename(os.path.normpath(workdir))
+  recipe = name if recipe_path(name) else '<recipe> (configs/, e.g. at_bible_tiny)'
+  return f'python -m nat_jax.train --config={recipe} --workdir={workdir}'
+
+
 def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str = 'float32',
              quantization: str = 'none', int8_kernel: str = 'auto') -> Run:
   """Config, tokenizer and params of a training run; clear errors when something is missing.
@@ -152,9 +161,8 @@ def load_run(workdir: str, which: str = 'latest', average: int = 1, dtype: str =
   spm_path = tokenizer_path(workdir)  # a converted run's vocabulary.json (python -m nat_jax.convert) or spm.model
   for path, what in ((config_path, 'config'), (spm_path, 'sentencepiece model')):
     if not os.path.exists(path):
-      raise CheckpointError(
-          f'{path!r} not found: --workdir={workdir} holds no trained run ({what} missing). '
-          f'Train first: python -m nat_jax.train --config=configs/at_bible_tiny.py --workdir={workdir}')
+      raise CheckpointError(f'{path!r} not found: --workdir={workdir} holds no trained run ({what} missing). '
+                            f'Train first: {train_command(workdir)}')
   config = read_run_config(config_path)
   try:
     tokenizer = open_tokenizer(workdir, (), config.vocab_size)

@@ -48,6 +48,13 @@ def test_translate_without_a_trained_run_is_a_clear_error(tmp_path):
   result = subprocess.run([sys.executable, '-m', 'nat_jax.translate', f'--workdir={tmp_path}'], input=b'hi\n',
                           cwd=REPO, capture_output=True, timeout=300)
   assert result.returncode == 2 and b'Train first' in result.stderr and result.stdout == b''
+  assert b'--config=<recipe>' in result.stderr  # the workdir's name is no recipe's: one to choose
+
+
+def test_the_train_command_a_missing_run_suggests_is_the_recipe_of_its_name(tmp_path):
+  from nat_jax.run.workdir import train_command
+  workdir = str(tmp_path / 'dat_bible_tiny')
+  assert train_command(workdir) == f'python -m nat_jax.train --config=dat_bible_tiny --workdir={workdir}'
 
 
 def test_evaluate_is_the_benchmark_on_one_run(trained_run, tmp_path):
@@ -256,3 +263,20 @@ def test_importing_nat_jax_does_nothing_to_the_process():
   helped = subprocess.run([sys.executable, '-m', 'nat_jax.translate', '--help'], cwd=REPO, capture_output=True,
                           text=True, timeout=300, env={**os.environ, 'PYTHONPATH': REPO})
   assert helped.returncode == 0 and '--workdir' in helped.stdout + helped.stderr, helped.stderr[-2000:]
+
+
+def test_the_version_is_declared_once_and_every_place_shows_it():
+  """nat_jax/version.py's VERSION is the installed package's version, nat_jax.__version__, a command's --version
+  and CITATION.cff's; the package metadata carries the licence (Apache-2.0, its LICENSE file)."""
+  import importlib.metadata
+
+  import nat_jax
+  from nat_jax.version import VERSION
+  metadata = importlib.metadata.metadata('nat_jax')
+  assert importlib.metadata.version('nat_jax') == nat_jax.__version__ == VERSION
+  assert metadata['License-Expression'] == 'Apache-2.0' and 'LICENSE' in metadata.get_all('License-File')
+  said = subprocess.run([sys.executable, '-m', 'nat_jax.serve', '--version'], cwd=REPO, capture_output=True,
+                        text=True, timeout=120)
+  assert said.returncode == 0 and said.stdout == f'nat_jax {VERSION}\n', said.stderr[-2000:]
+  with open(os.path.join(REPO, 'CITATION.cff'), encoding='utf-8') as f:
+    assert f'version: "{VERSION}"' in f.read()

@@ -16,6 +16,7 @@ PACKAGE = os.path.join(REPO, 'nat_jax')
 # Lower number = lower layer. A module's layer is that of its longest listed prefix.
 LAYERS = {
     'nat_jax.errors': -1,  # imports nothing of ours: any module may raise its errors
+    'nat_jax.version': -1,  # the version, declared once
     'nat_jax.core': 0, 'nat_jax.files': 0, 'nat_jax.hugepages': 0, 'nat_jax.backends': 0, 'nat_jax.settings': 0,
     'nat_jax.metrics': 0,  # BLEU / chrF and timing
     'nat_jax.recipes': 2,  # a recipe's settings declared (over the model's choices) and the recipe loader
@@ -182,7 +183,7 @@ def test_top_level_holds_the_rooms_a_few_leaves_and_one_line_per_command():
   """nat_jax/ holds subpackages (the rooms), a few leaf modules (views.py: the seam) and each command's one-line
   module (`python -m nat_jax.<command>`), which launches it and holds nothing else."""
   from nat_jax.commands.cli import COMMANDS
-  leaves = {'__init__', 'backends', 'errors', 'files', 'hugepages', 'settings', 'views'}
+  leaves = {'__init__', 'backends', 'errors', 'files', 'hugepages', 'settings', 'version', 'views'}
   aliases = set(COMMANDS)
   top = {name[:-3] for name in os.listdir(PACKAGE) if name.endswith('.py')}
   assert top == leaves | aliases, sorted(top ^ (leaves | aliases))
