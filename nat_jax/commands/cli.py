@@ -44,10 +44,11 @@ def quiet_logs():
   setup_logging()
 
 
-def fail(message: str, status: int = 2):
+def fail(message: str, status: int = 2, prefix: str = 'error: '):
   """The one way a command line stops on bad input: `error: <message>` on stderr, exit status 2 (1: a check
-  the command made does not hold, errors.CheckFailed)."""
-  print(f'error: {message}', file=sys.stderr, flush=True)
+  the command made does not hold, errors.CheckFailed). A command stopped by a signal (errors.Stopped) says
+  `stopped by SIGTERM: <what was kept>` (no prefix: nothing was wrong), status 128 + the signal."""
+  print(f'{prefix}{message}', file=sys.stderr, flush=True)
   _settle_stdout()
   sys.exit(status)
 
@@ -101,8 +102,10 @@ def run_command(main: Callable[..., Any], decoder_options: bool = False, command
       return main(args) if found is None else main(args, found)
     except app.UsageError as e:
       fail(str(e))
-    except (NatJaxError, Stopped) as e:
+    except NatJaxError as e:
       fail(str(e), e.exit_status)
+    except Stopped as e:
+      fail(str(e), e.exit_status, prefix='')
     except OSError as e:
       fail(os_error_message(e))
     finally:  # a caller in the same process (a test) gets its own handlers back
@@ -138,7 +141,7 @@ def _stop(signum, frame):
 
 def stop_on_signals():
   """The one signal path of every command: SIGTERM and SIGINT (Ctrl-C) raise errors.Stopped where the command
-  is, so the files it was writing are removed on the way out and it ends with one `error: stopped by ...` line
+  is, so the files it was writing are removed on the way out and it ends with one `stopped by ...` line
   and status 128 + the signal. A command that saves on a signal first (train: its checkpoint) or drains
   (serve) installs its own handlers inside this. Returns the handlers it replaced."""
   return {signum: signal.signal(signum, _stop) for signum in (signal.SIGTERM, signal.SIGINT)}

@@ -10,7 +10,7 @@ validation excluded), summed over resumes through the checkpoints' `cpu_seconds`
 recipe's cost on a shared machine where wall-clock is not. Restarting the same command
 resumes from the newest readable checkpoint (data position and RNG are functions of the step,
 so an interrupted run ends with the same parameters as an uninterrupted one). SIGTERM or Ctrl-C
-(SIGINT) saves a checkpoint, then exits with one `error: stopped by SIGTERM: saved checkpoint at step N; ...`
+(SIGINT) saves a checkpoint, then exits with one `stopped by SIGTERM: saved checkpoint at step N; ...`
 line and status 143 (130 for Ctrl-C); a signal during the final test pass ends the same way (the
 checkpoints are whole: rerunning tests again).
 """

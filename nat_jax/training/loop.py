@@ -376,17 +376,44 @@ def final_test(config, workdir: str, examples, lead: bool):
     print('\nSample translations:')
     for e, h in list(zip(examples, hyps))[:config.num_samples]:
       print(f'  SRC: {e.source}\n  REF: {e.references[0]}\n  HYP: {h}\n')
-    note = small_model_note(sum(x.size for x in jax.tree_util.tree_leaves(run.params)))
-    if note:
-      print(note)
+    empty = sum(not h.strip() for h in hyps)
+    print(run_note(config, workdir, result, sum(x.size for x in jax.tree_util.tree_leaves(run.params)), empty))
   return result
 
 
-def small_model_note(n_params: int) -> str:
-  """What a model of `n_params` parameters can be expected to do, and where to go next ('' when large)."""
-  if n_params >= SMALL_MODEL:
-    return ''
-  return (f'Note: a model of {n_params / 1e6:.1f}M parameters trained on one small corpus gets the gist of short '
-          'sentences and repeats words in long ones: it shows the machinery and is the teacher of the '
-          'distillation chain, not a translator. Next: distil it and train a fast student (docs/quickstart.md), '
-          'or train a larger recipe on a GPU or TPU (docs/accelerators.md).')
+def run_note(config, workdir: str, result: dict, n_params: int, empty: int) -> str:
+  """What this run is (a teacher on the raw references or a student on a distillation, its method), what its test
+  BLEU says (`empty`: test outputs with no words), and the next step that fits it."""
+  method, student, bleu = config.model.method, bool(config.data.distill_dir), result['first_ref']['bleu']
+  what = (f'a student of method {method}, trained on the teacher translations in {config.data.distill_dir}'
+          if student else f'a model of method {method} trained on the raw references')
+  lines = [f'This run is {what}: {n_params / 1e6:.1f}M parameters, {result["step"]} updates.']
+  if bleu < 1 or empty * 2 > result['sentences']:
+    lines.append(f'Its test BLEU of {bleu:.2f} ({empty} of {result["sentences"]} outputs empty) says it does not '
+                 f'translate yet: {result["step"]} updates are a smoke run. Train the recipe to its total_steps '
+                 '(drop --config.total_steps) before reading anything into its scores.')
+  elif n_params < SMALL_MODEL:
+    lines.append(f'Its test BLEU of {bleu:.2f} (one reference) is a small model\'s on one small corpus: it gets the '
+                 'gist of short sentences and repeats words in long ones. It shows the machinery, not a translator; '
+                 'a larger recipe on a GPU or TPU makes one (docs/accelerators.md).')
+  else:
+    lines.append(f'Its test BLEU: {bleu:.2f} (one reference; the signature above says how it was computed).')
+  lines.append('Next: ' + next_step(config, workdir, method, student))
+  return '\n'.join(lines)
+
+
+def next_step(config, workdir: str, method: str, student: bool) -> str:
+  """The command that fits a run after training: distil a teacher, give a non-autoregressive method a teacher to
+  learn from, or compare a student with its teacher and serve it."""
+  name = os.path.basename(os.path.normpath(workdir))
+  if student:
+    teacher = f'{config.init_from},' if config.init_from else '<its teacher>,'
+    return (f'compare it with its teacher on BLEU and speed, python -m nat_jax.benchmark --runs={teacher}{workdir}, '
+            f'then serve it: python -m nat_jax.serve --workdir={workdir}.')
+  if method == 'at':
+    return (f'distil it for a fast student, python -m nat_jax.distill --workdir={workdir} '
+            f'--out=runs/distill_{name}, then train a student recipe on that directory (docs/quickstart.md); or '
+            f'serve it: python -m nat_jax.serve --workdir={workdir}.')
+  return (f'a model of method {method} learns from a teacher\'s translations: train an AT teacher, distil it '
+          '(python -m nat_jax.distill), and train this recipe with --config.data.distill_dir=<that directory> '
+          '(docs/training.md).')

@@ -45,7 +45,8 @@ def test_resumed_training_equals_uninterrupted(tmp_path, corpus, compile_cache, 
   train_and_evaluate(tiny_config(corpus, compile_cache), workdir)  # 3 -> 8
   report = capsys.readouterr().out
   # the closing report says what so small a model is for, and where to go next
-  assert 'Sample translations:' in report and 'not a translator' in report.split('Sample translations:')[1]
+  after = report.split('Sample translations:')[1]
+  assert 'This run is a model of method at trained on the raw references' in after and 'Next: distil it' in after
   assert 'docs/quickstart.md' in report
   assert_same_params(final_params(workdir), final_params(trained_run))
   logged = [json.loads(line) for line in open(os.path.join(workdir, 'metrics.jsonl'))]
@@ -112,11 +113,12 @@ def test_interrupted_run_resumes_to_the_same_parameters(tmp_path, corpus, compil
   wait_for(os.path.join(workdir, 'checkpoints', '2'), proc)
   proc.send_signal(sig)
   out, _ = proc.communicate(timeout=300)
-  if sig != signal.SIGKILL:  # SIGTERM and Ctrl-C: saved, one error line, 128 + the signal (a scheduler can tell it)
+  if sig != signal.SIGKILL:  # SIGTERM and Ctrl-C: saved, one stopped line, 128 + the signal (a scheduler can tell it)
     assert proc.returncode == 128 + sig and PREEMPTED_EXIT == 143, out[-3000:]
-    stopped = [line for line in out.splitlines() if line.startswith('error: ')]
-    assert len(stopped) == 1 and re.fullmatch(f'error: stopped by {sig.name}: saved checkpoint at step [0-9]+; '
+    stopped = [line for line in out.splitlines() if line.startswith('stopped by ')]
+    assert len(stopped) == 1 and re.fullmatch(f'stopped by {sig.name}: saved checkpoint at step [0-9]+; '
                                               'rerun the same command to resume.', stopped[0]), out[-3000:]
+    assert not [line for line in out.splitlines() if line.startswith('error: ')], out[-3000:]
     assert 'Test set' not in out and 'Traceback' not in out, out[-3000:]
   else:
     assert proc.returncode == -signal.SIGKILL
@@ -326,3 +328,23 @@ def test_checkpoint_averaging_and_best(trained_run):
     validation = [json.loads(l) for l in f if '"validation"' in l]
   best = load_run(trained_run, which='best')
   assert best.meta[0]['bleu'] == max(v['bleu'] for v in validation)
+
+
+def test_the_end_of_training_note_says_what_the_run_is_and_what_comes_next():
+  """A 20-update DA-Transformer student with empty outputs is told it is a student that does not translate yet and
+  to compare it with its teacher; a small AT teacher is told to distil; a DA-Transformer on raw references is
+  told to get a teacher; no note calls a student the teacher of the chain."""
+  from nat_jax.training.loop import run_note
+  from tests.support import dat_config
+  result = lambda bleu, step: {'first_ref': {'bleu': bleu}, 'sentences': 10, 'step': step}
+  student = dat_config(**{'data.distill_dir': 'runs/distill_at', 'init_from': 'runs/at'})
+  note = run_note(student, 'runs/dat', result(0.0, 20), 3_000_000, 10)
+  assert 'a student of method dat, trained on the teacher translations in runs/distill_at' in note
+  assert 'does not translate yet' in note and '10 of 10 outputs empty' in note
+  assert 'python -m nat_jax.benchmark --runs=runs/at,runs/dat' in note and 'teacher of' not in note
+  teacher = tiny_config({'train': '', 'validation': '', 'test': ''})
+  note = run_note(teacher, 'runs/at_bible_tiny', result(9.5, 2000), 3_000_000, 0)
+  assert 'a model of method at trained on the raw references' in note
+  assert 'gets the gist' in note and 'python -m nat_jax.distill --workdir=runs/at_bible_tiny' in note
+  raw_dat = dat_config()
+  assert 'learns from a teacher' in run_note(raw_dat, 'runs/d', result(5.0, 1000), 30_000_000, 0)
