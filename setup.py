@@ -1,4 +1,7 @@
-"""nat_jax's one native part, built when pip installs the package (pyproject.toml holds everything else).
+"""nat_jax's packages and its one native part, built when pip installs it (pyproject.toml holds everything else).
+
+The packages: nat_jax and its subpackages, and the repository's configs/ folder as `nat_jax.configs` (the recipes,
+reachable by name, --config=at_bible_tiny, from any directory; no top-level package but nat_jax is installed).
 
 nat_jax/kernels/int8_onednn.cc: the int8 matrix product that XLA:CPU calls through jax.ffi on Linux x86-64
 (nat_jax.kernels.onednn). It compiles against two headers-only sources that pyproject.toml's build
@@ -13,7 +16,7 @@ import os
 import platform
 import sys
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
 
 def onednn_headers() -> str:
@@ -36,4 +39,5 @@ def kernels() -> list[Extension]:
                     language='c++', extra_compile_args=['-std=c++17', '-O2', '-w'], optional=True)]
 
 
-setup(ext_modules=kernels())
+setup(ext_modules=kernels(), packages=find_packages(include=['nat_jax', 'nat_jax.*']) + ['nat_jax.configs'],
+      package_dir={'nat_jax.configs': 'configs'})

@@ -8,7 +8,7 @@ RoyalFlush recommends (deep encoder, shallow decoder: the encoder runs once per 
 once per output token), the tiny recipe's vocabulary (4,000 pieces), batches (4,096 tokens) and
 buckets. Test decoding: beam 4 over the average of the last 3 checkpoints. Smoke run: add --config.total_steps=30.
 """
-from configs import at_bible_tiny
+from nat_jax.configs import at_bible_tiny
 
 
 def get_config():

@@ -11,7 +11,7 @@ fp16). Here it trains on the corpus of configs/at_base.py (the Bible by default;
 data flags shown there) distilled by that teacher. Decoding: beam 4 for the test, max 200
 sub-words. Smoke run: add --config.total_steps=30.
 """
-from configs import at_base
+from nat_jax.configs import at_base
 
 
 def get_config():

@@ -9,7 +9,7 @@ ones): the AT student's data and budget (pure distillation, 1,000 updates of 4,0
 layers moved from the decoder to the encoder, so decoding is cheap per step and the E/D trade-off
 shows next to the 3+2-layer models. About 15 minutes on 2 CPU cores. Smoke run: --config.total_steps=30.
 """
-from configs import at_student_bible_tiny
+from nat_jax.configs import at_student_bible_tiny
 
 
 def get_config():

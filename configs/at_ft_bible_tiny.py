@@ -11,7 +11,7 @@ updates), so the two differ only in what HRT changes. The AT student
 (configs/at_student_bible_tiny.py) is the other baseline: same data and updates, from scratch.
 About 12 minutes on 2 CPU cores. Smoke run: add --config.total_steps=30.
 """
-from configs import hrt_bible_tiny
+from nat_jax.configs import hrt_bible_tiny
 
 
 def get_config():

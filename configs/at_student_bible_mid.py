@@ -9,7 +9,7 @@ The teacher's model (d=256, E6D2) and schedule shape, 1,200 updates of 4,096 tok
 (the tiny AT student's 1,000 scaled to the larger model; about 0.9 CPU-hours on 2 cores).
 Smoke run: add --config.total_steps=30.
 """
-from configs import at_bible_mid
+from nat_jax.configs import at_bible_mid
 
 
 def get_config():

@@ -7,7 +7,7 @@ updates of 4,096 tokens), same model as its teacher configs/at_bible_tiny.py.
 
 About 15 minutes on 2 CPU cores. Smoke run: add --config.total_steps=30.
 """
-from configs import at_bible_tiny
+from nat_jax.configs import at_bible_tiny
 
 
 def get_config():

@@ -16,7 +16,7 @@ decoder unlearns its causal training on the masked-token loss. The cold-vs-warm 
 updates is in docs/lab-notes/2026-11-24-students-cpu-budget.md. From scratch: --config.init_from=''.
 Smoke run: add --config.total_steps=30.
 """
-from configs import at_student_bible_tiny
+from nat_jax.configs import at_student_bible_tiny
 from nat_jax.methods import cmlm
 from nat_jax.recipes.defaults import section
 

@@ -11,7 +11,7 @@ recipe gives the CMLM HRT's learning-rate schedule and 1,000 updates on the same
 their schedules. About 15 minutes on 2 CPU cores.
 Smoke run: add --config.total_steps=30.
 """
-from configs import cmlm_bible_tiny, hrt_bible_tiny
+from nat_jax.configs import cmlm_bible_tiny, hrt_bible_tiny
 
 
 def get_config():

@@ -13,7 +13,7 @@ with distillation (about 24 raw).
 Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators.md):
   python -m nat_jax.aot --config=configs/cmlm_wmt14_ende.py --target=v5e:2x2
 """
-from configs import at_base
+from nat_jax.configs import at_base
 from nat_jax.methods import cmlm
 from nat_jax.recipes.defaults import section
 

@@ -11,7 +11,7 @@ in docs/lab-notes/2026-11-24-students-cpu-budget.md) with the teacher's model si
 updates; the mid-size model costs more per update than the tiny one (docs/lab-notes/2026-11-26-speed-at-size.md).
 Smoke run: add --config.total_steps=30.
 """
-from configs import at_bible_mid, dat_bible_tiny
+from nat_jax.configs import at_bible_mid, dat_bible_tiny
 
 
 def get_config():

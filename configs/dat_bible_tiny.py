@@ -24,7 +24,7 @@ per sentence, so padding costs more here than in a token-level model; 12 buckets
 target tokens per second (docs/lab-notes/2026-11-24-students-cpu-budget.md) for ~100 s more compilation. Smoke run: add
 --config.total_steps=30.
 """
-from configs import at_bible_tiny
+from nat_jax.configs import at_bible_tiny
 from nat_jax.methods import dag
 from nat_jax.recipes.defaults import section
 

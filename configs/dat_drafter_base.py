@@ -15,7 +15,7 @@ from this CPU with the AT it drafts for (docs/lab-notes/2026-11-25-accelerators.
   python -m nat_jax.aot --config=configs/at_base.py --target=v5e:2x2 --decoders=drafted \
       --drafter=configs/dat_drafter_base.py --decoder.update=redraft
 """
-from configs import dat_wmt14_ende
+from nat_jax.configs import dat_wmt14_ende
 
 
 def get_config():

@@ -12,7 +12,7 @@ change for drafting: the targets are the AT's greedy output (what verification a
 beam output. 300 updates, about 25 minutes on 2 CPU cores. Measured: validation BLEU 4.98 at 100
 updates (docs/lab-notes/2026-11-24-drafted.md). Smoke run: add --config.total_steps=30.
 """
-from configs import dat_bible_tiny
+from nat_jax.configs import dat_bible_tiny
 
 
 def get_config():

@@ -10,7 +10,7 @@ fixed at tau = 0.1, a small learning rate with a short warm-up (the paper: lr 2e
 5k updates of ~256k tokens "to stabilise the gradients"): here 4 micro-batches per update
 (4 x the NLL recipe's tokens) for 40 updates (160 micro-batches, about 10 minutes on 2 CPU cores).
 """
-from configs import dat_bible_tiny
+from nat_jax.configs import dat_bible_tiny
 
 
 def get_config():

@@ -6,7 +6,7 @@
 Bigram fuzzy alignment loss with brevity penalty, 5k updates of ~256k tokens, lr 2e-4 with 500
 warm-up steps, glancing fixed at tau = 0.1. Reported: ~27.5 BLEU with joint-Viterbi at 13.2x.
 """
-from configs import dat_wmt14_ende
+from nat_jax.configs import dat_wmt14_ende
 
 
 def get_config():

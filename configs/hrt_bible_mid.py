@@ -9,7 +9,7 @@ distillation) with the teacher's model size and a 1,200-update schedule (the tin
 its AT student was its missing second half of updates: docs/lab-notes/2026-11-24-students-cpu-budget.md).
 Smoke run: add --config.total_steps=30.
 """
-from configs import at_bible_mid, hrt_bible_tiny
+from nat_jax.configs import at_bible_mid, hrt_bible_tiny
 
 
 def get_config():

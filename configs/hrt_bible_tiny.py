@@ -15,7 +15,7 @@ among T and raw_prob; measured (hrt decoder, k = 2): validation 8.78, test 6.16 
 For k = 3: --config.hrt.chunk=3. With another --config.total_steps=N set --config.hrt.curriculum_steps
 to about N / 2. About 23 minutes on 2 CPU cores. Smoke run: add --config.total_steps=30.
 """
-from configs import at_bible_tiny
+from nat_jax.configs import at_bible_tiny
 from nat_jax.methods import hrt
 from nat_jax.recipes.defaults import section
 

@@ -9,7 +9,7 @@ RoyalFlush's recipe at CPU size: no raw references (data.raw_prob = 0), curricul
 the AT's relative keys (the AT was trained with them), k = 2, decoding b_at = b_nat = 1 with
 length penalty 0.6. 1,000 updates, about 15 minutes on 2 CPU cores. Smoke: --config.total_steps=30.
 """
-from configs import hrt_bible_tiny
+from nat_jax.configs import hrt_bible_tiny
 
 
 def get_config():

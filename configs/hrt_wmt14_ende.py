@@ -16,7 +16,7 @@ as many fine-tuning updates as the AT had (100k of ~32k tokens here). Decoding: 
 Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators.md):
   python -m nat_jax.aot --config=configs/hrt_wmt14_ende.py --target=v5e:2x2
 """
-from configs import at_base
+from nat_jax.configs import at_base
 from nat_jax.methods import hrt
 from nat_jax.recipes.defaults import section
 

@@ -10,7 +10,7 @@ sibling recipes change only (h, c): configs/sa_bible_tiny.py (1, 2), configs/ibs
 (2, 2), configs/imdec_bible_tiny.py (4, 1). About 15 minutes on 2 CPU cores.
 Smoke run: add --config.total_steps=30.
 """
-from configs import at_student_bible_tiny
+from nat_jax.configs import at_student_bible_tiny
 from nat_jax.methods import ibdecoder
 from nat_jax.recipes.defaults import section
 

@@ -15,7 +15,7 @@ Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators
 Reported (GTX 1080, batch 1, with KD): greedy 26.8 BLEU at 2.33x Transformer beam-4 speed;
 multiword beam 27.1 at 1.90x.
 """
-from configs import at_base
+from nat_jax.configs import at_base
 from nat_jax.methods import ibdecoder
 from nat_jax.recipes.defaults import section
 

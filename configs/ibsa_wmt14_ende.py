@@ -11,7 +11,7 @@ Transformer beam 4): greedy 26.0 BLEU at 4.35x, beam 4 26.3 at 3.31x.
 Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators.md):
   python -m nat_jax.aot --config=configs/ibsa_wmt14_ende.py --target=v5e:2x2
 """
-from configs import ibdec_wmt14_ende
+from nat_jax.configs import ibdec_wmt14_ende
 
 
 def get_config():

@@ -7,7 +7,7 @@ same model, distilled data and 1,000 updates as the AT student.
 
 About 15 minutes on 2 CPU cores. Smoke run: add --config.total_steps=30.
 """
-from configs import ibdec_bible_tiny
+from nat_jax.configs import ibdec_bible_tiny
 
 
 def get_config():

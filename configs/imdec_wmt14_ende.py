@@ -11,7 +11,7 @@ Transformer beam 4): greedy 24.1 BLEU at 4.55x, beam 4 24.6 at 3.79x.
 Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators.md):
   python -m nat_jax.aot --config=configs/imdec_wmt14_ende.py --target=v5e:2x2
 """
-from configs import ibdec_wmt14_ende
+from nat_jax.configs import ibdec_wmt14_ende
 
 
 def get_config():

@@ -10,7 +10,7 @@ init, as a copy of BOS), 300k fine-tuning updates; decoding b_at = b_nat = 1 wit
 Paper, newstest20 En-De: k = 2 / 3 / 4 at 1.81 / 2.33 / 2.90x the AT E12D1's source words/s for
 -0.2 / -0.5 / -1.2 BLEU. Smoke run: add --config.total_steps=30.
 """
-from configs import at_e12d1
+from nat_jax.configs import at_e12d1
 from nat_jax.methods import hrt
 from nat_jax.recipes.defaults import section
 

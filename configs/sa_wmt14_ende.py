@@ -11,7 +11,7 @@ Transformer beam 4): SA (1, 2) 24.1 BLEU raw in the ablation (speed not reported
 Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators.md):
   python -m nat_jax.aot --config=configs/sa_wmt14_ende.py --target=v5e:2x2
 """
-from configs import ibdec_wmt14_ende
+from nat_jax.configs import ibdec_wmt14_ende
 
 
 def get_config():

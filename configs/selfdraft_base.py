@@ -14,7 +14,7 @@ the tiny head accepted 1.48.
 Compiled for TPUs and GPUs from this CPU (docs/lab-notes/2026-11-25-accelerators.md):
   python -m nat_jax.aot --config=configs/selfdraft_base.py --target=v5e:2x2
 """
-from configs import at_base
+from nat_jax.configs import at_base
 from nat_jax.methods import selfdraft
 from nat_jax.recipes.defaults import section
 

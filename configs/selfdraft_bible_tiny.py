@@ -14,7 +14,7 @@ Translations equal the AT's greedy output token for token; the head only decides
 verifier passes they take. About 8 minutes on 2 CPU cores. Measured: 1.48 tokens per verifier pass
 on the Acts test set (docs/lab-notes/2026-11-24-drafted.md). Smoke run: add --config.total_steps=30.
 """
-from configs import at_bible_tiny
+from nat_jax.configs import at_bible_tiny
 from nat_jax.methods import selfdraft
 from nat_jax.recipes.defaults import section
 

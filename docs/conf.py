@@ -34,6 +34,7 @@ myst_enable_extensions = ['colon_fence', 'deflist']
 suppress_warnings = []
 
 autodoc_member_order = 'bysource'
+napoleon_use_ivar = True  # a class's Attributes: section as fields of its entry (autodoc lists the members too)
 autodoc_typehints = 'description'
 autodoc_default_options = {'members': True, 'undoc-members': False, 'show-inheritance': False}
 

@@ -15,6 +15,20 @@ import ml_collections
 
 
 class Method(abc.ABC):
+  """What every method is: train, translate, evaluate and the benchmark call only this.
+
+  Attributes:
+    name: its registry name (`model.method`; set by `register`).
+    normalizer: 'tokens' or 'sentences': the count in `loss`'s sums that the summed loss is divided by.
+    feeds_draft_heads: its left-to-right view offers step_states, one token per step (self-drafting heads).
+    packable: its loss takes packed batches, several pairs per row (`data.pack`).
+    max_segments: the most pairs a packed row holds (`data.pack`; set by `get_method`).
+    slot_multiple: target slots reserved per packed pair are a multiple of this (a view in blocks: HRT's k).
+    tokens_per_step: target tokens its left-to-right view writes per step (IBDecoder / SA: more than one).
+    max_target_len: the longest target its views decode (`max_decode_len`).
+    decoder_defaults: {decoder: {option: value}}: the run's own decoder defaults (`decoder_defaults`).
+    model: its network, a flax Module whose `cfg` is its TransformerConfig.
+  """
   name: str = ''                   # its registry name (set by @register)
   normalizer: str = 'tokens'       # 'tokens' or 'sentences': the count in `loss`'s sums the summed loss is divided by
   feeds_draft_heads: bool = False  # its left-to-right view offers step_states, one token per step (self-drafting)

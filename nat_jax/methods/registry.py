@@ -14,8 +14,23 @@ SETTINGS: dict[str, type] = {}  # method -> the dataclass declaring its config s
 
 
 def register(name: str, settings: Optional[type] = None):
-  """Registers a Method subclass as `name`, with the frozen dataclass declaring its config section (each field's
-  default, help and rule: nat_jax.settings.setting), if it has one."""
+  """A class decorator: registers a Method subclass as model.method `name`.
+
+  Args:
+    name: the method's name in recipes (`model.method`) and tables.
+    settings: the frozen dataclass declaring its config section `config.<name>`, each field a
+      `nat_jax.settings.setting(default, help, rule)`; None for a method without settings of its own.
+
+  Example::
+
+    @dataclasses.dataclass(frozen=True)
+    class MySettings:
+      depth: int = setting(2, 'layers of the extra head', low=1)
+
+    @register('mine', MySettings)
+    class MyMethod(Method):
+      ...
+  """
   def wrap(cls):
     if not issubclass(cls, Method):
       raise TypeError(f'method {name!r}: {cls.__name__} must subclass nat_jax.methods.base.Method')
@@ -46,7 +61,27 @@ def check_method_config(config):
 
 
 def get_method(config, vocab_size: int) -> Method:
-  """Builds the method named by `config.model.method`."""
+  """The method a recipe names, built.
+
+  Args:
+    config: a recipe's config (`nat_jax.recipes.load_recipe`, or a run's config.json read by `load_run`): every
+      value is checked against its declared rule first, and the section of its method must be there.
+    vocab_size: the vocabulary's size (the run's tokenizer's).
+
+  Returns:
+    The Method named by `config.model.method`, its model built (no parameters yet: `method.init_params`).
+
+  Raises:
+    ConfigError: an unknown method, a missing or foreign section, or a value that breaks its rule.
+
+  Example::
+
+    from nat_jax.methods import get_method
+    from nat_jax.recipes import load_recipe, recipe_path
+
+    config = load_recipe(recipe_path('dat_bible_tiny'))
+    method = get_method(config, config.vocab_size)
+  """
   check_method_config(config)
   method = METHODS[config.model.method](config, vocab_size)
   pack = config.data.pack

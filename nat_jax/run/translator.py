@@ -85,16 +85,33 @@ def default_decoder(run: Run) -> str:
 
 
 class Translator:
-  """A trained run and its decoders; see the module docstring.
+  """A trained run loaded once, translating lists of sentences with any decoder its method runs.
 
-  workdir: a run written by nat_jax.train. decoder / decoder_options: the default decoder (None:
-  greedy where the method decodes left to right, else the run's config.test_decoder) and its
-  options (as `--decoder.<opt>=<v>` takes them; strings, numbers or booleans), typed once into
-  `self.options` (the decoder's dataclass, nat_jax.decode.options). batch_size: the most
-  sentences decoded in one batch (fewer sentences use fewer rows). checkpoint 'latest' or 'best',
-  average: how many checkpoints' parameters to average, dtype: the activations' precision, quantization: how the
-  weight matrices are held ('none', or 'int8': quantized once at load), int8_kernel: the int8 product
-  (nat_jax.kernels.onednn.CHOICES; `precision` says which runs).
+  A sentence's translation never depends on what else is translated with it. Each (decoder, rows, source width)
+  shape compiles once, on first use; calls from several threads are decoded one after another.
+
+  Args:
+    workdir: a run written by `python -m nat_jax.train` (or `nat_jax.convert`).
+    decoder: the default decoder; None: greedy where the run's method decodes left to right, else the decoder its
+      recipe tests with (a converted OPUS-MT run: its generation settings' decoder).
+    batch_size: the most sentences decoded in one batch (fewer sentences use fewer rows).
+    average: how many of the newest checkpoints' parameters to average.
+    checkpoint: 'latest' (the newest checkpoints) or 'best' (the best by validation BLEU).
+    dtype: the activations' precision: 'float32', 'bfloat16' or 'float16' (parameters cast once at load).
+    quantization: how the weight matrices are held: 'none', or 'int8' (quantized once at load).
+    int8_kernel: the int8 product: 'auto', 'onednn' or 'xla' (`precision` says which runs).
+    **decoder_options: the default decoder's options, as `--decoder.<option>=<value>` takes them (strings,
+      numbers or booleans), typed once into `self.options`.
+
+  Raises:
+    ConfigError: a bad argument, decoder or option; CheckpointError: no trained run in `workdir`.
+
+  Example::
+
+    from nat_jax import Translator
+
+    translator = Translator('runs/at_bible_tiny', decoder='beam', beam_size=5)
+    translator.translate(['In the beginning God created the heavens and the earth.'])
   """
 
   def __init__(self, workdir: str, decoder: Optional[str] = None, *, batch_size: int = 64, average: int = 1,
@@ -177,8 +194,19 @@ class Translator:
   def translate_with_stats(self, texts: Sequence[str], decoder: Optional[str] = None,
                            options: Union[None, decode.Options, Mapping[str, Any]] = None,
                            batch_size: Optional[int] = None, first_line: int = 1) -> list[Translation]:
-    """Each text's translation with its decoder statistics, in order; empty lines give ''. Over-long
-    lines are truncated with a warning that numbers them from `first_line`."""
+    """Each text's translation with its decoder statistics, in order.
+
+    Args:
+      texts: a list (any iterable) of sentences; an empty or blank one translates to ''; an over-long one is
+        truncated with a warning.
+      decoder: a decoder other than the default (built on first use and kept); None: the default.
+      options: that decoder's options (a mapping as `--decoder.<option>` takes them, or its Options dataclass).
+      batch_size: the most sentences per batch for this call; None: the Translator's.
+      first_line: the number of the first text in warnings (a file's line number).
+
+    Returns:
+      A Translation per text: its `text` and `stats` (the decoder's per-sentence statistics, e.g. steps).
+    """
     texts = checked_texts(texts)
     if batch_size is not None:
       check_batch_size(batch_size)  # 0 or a negative count would otherwise decode nothing and say nothing
@@ -217,5 +245,10 @@ class Translator:
   def translate(self, texts: Sequence[str], decoder: Optional[str] = None,
                 options: Union[None, decode.Options, Mapping[str, Any]] = None, batch_size: Optional[int] = None,
                 first_line: int = 1) -> list[str]:
-    """Each text's translation, in order (empty or blank lines give '')."""
+    """Each text's translation, in order: `translate_with_stats`'s texts (the same arguments).
+
+    Example::
+
+      translator.translate(['And God said.', ''], decoder='greedy')  # ['Und Gott sprach.', '']
+    """
     return [t.text for t in self.translate_with_stats(texts, decoder, options, batch_size, first_line)]
