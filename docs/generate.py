@@ -347,7 +347,7 @@ def h200_table(doc: dict, pairs: list[dict]) -> str:
   body = [(name, ratio(p['b1']['dispatched']), ratio(p['b1']['fitted']), ratio(p['b64']['dispatched']),
            ratio(p['b64']['fitted']), f"{p['claim']:g}x") for name, p in zip(labels, pairs)]
   return '\n\n'.join([table(('pair', 'b=1: measured calls', 'b=1: fitted', 'b=64: measured calls', 'b=64: fitted',
-                              "the seed's claim (b=1)"), body)] + notes)
+                              "the paper's claim (b=1)"), body)] + notes)
 
 
 def results_gpu() -> str:
@@ -375,7 +375,7 @@ def results_projected() -> str:
   for target in doc['targets']:
     labels, notes = footnoted(target['pairs'], lambda p: PAIR_LABEL[p['pair']])
     out += [f"**{target['figures']}**", '',
-            table(('pair', 'projected b=1', 'projected b=64', "the seed's claim"),
+            table(('pair', 'projected b=1', 'projected b=64', "the paper's claim"),
                   [(name, ratio(p['b1']), ratio(p['b64']), p['claim_text'])
                    for name, p in zip(labels, target['pairs'])]),
             ''] + [n + '\n' for n in notes]

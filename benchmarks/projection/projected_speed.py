@@ -13,7 +13,7 @@ per-call overhead, times the calls per sentence measured with the trained tiny r
 test set. A GPU program XLA could compile only without Triton GEMMs has no cost of its own: the
 first target's cost of that call stands in (said in the JSON). Costs are cached per (recipe,
 target) in --out (resumable); tables on stdout: projected ms per sentence (batch 1) and sentences/s
-(batch 64) per plan, and each seed's claimed speed-up beside ours.
+(batch 64) per plan, and each paper's claimed speed-up beside ours.
 """
 from __future__ import annotations
 

@@ -243,7 +243,7 @@ def compare(measured_path: str, costs_dir: str, cost_targets: list[str]):
     b64 = [fmt(None if not seconds(c, key, 64) else 64 / seconds(c, key, 64), '.0f') for c in names]
     print(f'| {plan.label} | ' + ' | '.join(b1 + b64) + ' |')
   print("| pair | speed-up b=1: projected | fitted overhead | dispatched calls | b=64: projected | fitted overhead "
-        "| dispatched calls | seed's claim |")
+        "| dispatched calls | paper's claim |")
   print('|---|---|---|---|---|---|---|---|')
   for plan, base, claimed, _ in roofline.CLAIMS:
     ups = []
