@@ -155,6 +155,55 @@ def test_no_file_names_what_is_not_there():
   assert not unknown_urls, sorted(unknown_urls)
 
 
+def numbers_in(value) -> list[float]:
+  """Every number a results file holds, at any depth (a note's text included)."""
+  if isinstance(value, dict):
+    return [x for v in value.values() for x in numbers_in(v)]
+  if isinstance(value, list):
+    return [x for v in value for x in numbers_in(v)]
+  if isinstance(value, str):
+    return [float(x) for x in re.findall(r'\d+\.\d+', value)]
+  return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+def quoted_figures_missing(paragraph: str, held: list[float]) -> list[str]:
+  """The figures of a paragraph (ratios '2.74x', ranges '0.53-0.86x', times '1.40 ms') that no number of `held`
+  gives at the precision quoted."""
+  missing = []
+  for match in re.finditer(r'(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?(x\b| ms\b)', paragraph):
+    for text in filter(None, match.group(1, 2)):
+      step = 10.0 ** -len(text.split('.')[1]) if '.' in text else 1.0
+      if not any(abs(x - float(text)) <= step / 2 + 1e-9 for x in held):
+        missing.append(match.group(0))
+  return missing
+
+
+def test_prose_that_names_a_results_file_quotes_only_its_figures():
+  """A paragraph of the pages or the README that names docs/results/<file>.json quotes ratios and times those
+  files hold (at the precision quoted): a figure from an older sweep, or one worked out by hand, fails."""
+  wrong = []
+  for path in [p for p in repository_files(('.md',)) if p.startswith('docs/') and '/lab-notes/' not in p
+               and '_generated' not in p] + ['README.md']:
+    with open(os.path.join(REPO, path), encoding='utf-8') as f:
+      paragraphs = re.split(r'\n\s*\n|\n(?=- |\d+\. )', f.read())  # paragraphs and list items
+    for paragraph in paragraphs:
+      names = sorted(set(re.findall(r'docs/results/([\w/]+\.json)', paragraph)))
+      if not names:
+        continue
+      held = []
+      for name in names:
+        with open(os.path.join(DOCS, 'results', name), encoding='utf-8') as f:
+          held += numbers_in(json.load(f))
+      wrong += [f'{path}: {figure} (not in {", ".join(names)})' for figure in quoted_figures_missing(paragraph, held)]
+  assert not wrong, wrong
+
+
+def test_the_figure_check_finds_a_figure_the_file_lacks():
+  held = [2.7412, 0.53, 0.8601, 21.56]
+  assert quoted_figures_missing('DAT 2.74x, 0.53-0.86x, 21.6x AT beam 4', held) == []
+  assert quoted_figures_missing('DAT 2.9x at batch 1, 0.53-0.90x', held) == ['2.9x', '0.53-0.90x']
+
+
 def test_the_code_cites_no_lab_note_section_and_no_absent_document():
   offenders = []
   for path in repository_files(('.py', '.sh', '.toml', '.ipynb')):
