@@ -214,9 +214,9 @@ def settings_fragment() -> str:
               **{f'{k}.': v for k, v in sorted(SETTINGS.items())}}
   out = []
   for where, declared in sections.items():
-    rows = []
+    rows, values = [], defaults.defaults(declared)
     for field in dataclasses.fields(declared):
-      value = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+      value = values[field.name]
       rule = field.metadata.get('rule', Rule())
       must = ('true or false' if isinstance(value, bool) else rule.says('an integer' if isinstance(value, int)
                                                                         else 'a number')

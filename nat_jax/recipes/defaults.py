@@ -133,9 +133,14 @@ class RunSettings:
 SECTIONS = {'model': ModelSettings, 'data': DataSettings, 'mesh': MeshSettings}  # config.<name>; the rest: RunSettings
 
 
+def defaults(declared: type) -> dict:
+  """{setting: its default} of a settings dataclass."""
+  return dataclasses.asdict(declared())
+
+
 def section(declared: type) -> ml_collections.ConfigDict:
   """The defaults of a settings dataclass as a config section."""
-  return ml_collections.ConfigDict({f.name: getattr(declared(), f.name) for f in dataclasses.fields(declared)})
+  return ml_collections.ConfigDict(defaults(declared))
 
 
 def base_config() -> ml_collections.ConfigDict:
@@ -173,8 +178,8 @@ def check_config(config, method_sections: Mapping[str, type] = {}):
 def with_defaults(raw: dict, method_sections: Mapping[str, type] = {}) -> dict:
   """A parsed config.json with each declared setting it lacks (written before that setting existed) at its
   default; the keys it has as they are."""
-  out = {**{f.name: getattr(RunSettings(), f.name) for f in dataclasses.fields(RunSettings)}, **raw}
+  out = {**defaults(RunSettings), **raw}
   for name, declared in {**SECTIONS, **method_sections}.items():
     if isinstance(raw.get(name), dict):
-      out[name] = {**section(declared).to_dict(), **raw[name]}
+      out[name] = {**defaults(declared), **raw[name]}
   return out
