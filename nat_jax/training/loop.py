@@ -398,15 +398,15 @@ def run_note(config, workdir: str, result: dict, n_params: int, empty: int) -> s
                  'a larger recipe on a GPU or TPU makes one (docs/accelerators.md).')
   else:
     lines.append(f'Its test BLEU: {bleu:.2f} (one reference; the signature above says how it was computed).')
-  lines.append('Next: ' + next_step(config, workdir, method, student))
+  lines.append('Next: ' + next_step(config, workdir))
   return '\n'.join(lines)
 
 
-def next_step(config, workdir: str, method: str, student: bool) -> str:
+def next_step(config, workdir: str) -> str:
   """The command that fits a run after training: distil a teacher, give a non-autoregressive method a teacher to
-  learn from, or compare a student with its teacher and serve it."""
-  name = os.path.basename(os.path.normpath(workdir))
-  if student:
+  learn from, or compare a student (trained on config.data.distill_dir) with its teacher and serve it."""
+  name, method = os.path.basename(os.path.normpath(workdir)), config.model.method
+  if config.data.distill_dir:
     teacher = f'{config.init_from},' if config.init_from else '<its teacher>,'
     return (f'compare it with its teacher on BLEU and speed, python -m nat_jax.benchmark --runs={teacher}{workdir}, '
             f'then serve it: python -m nat_jax.serve --workdir={workdir}.')
