@@ -7,7 +7,8 @@ What it writes:
   docs/reference/cli.md           every command's flags with their rules (the commands' COMMAND_FLAGS)
   docs/_generated/decoders.md     every decoder and its options (the decoder registry)
   docs/_generated/settings.md     every recipe setting (the settings dataclasses of nat_jax.recipes.defaults, methods)
-  docs/_generated/results_*.md    the Results page's tables (docs/results/*.json)
+  docs/_generated/results_*.md    the Results page's tables (docs/results/*.json); results_full_*: the wide ones
+                                  in full, for the page Results in full
   docs/_generated/method_*.md     each method page's figures (the same files)
   docs/_generated/methods.md      the methods table of Home (and of the README)
   README.md                       its methods and results tables, between their `<name>:begin` / `<name>:end` markers
@@ -235,40 +236,56 @@ def note_link(note: str, prefix: str) -> str:
   return f'[{note[:10]}]({prefix}lab-notes/{note}.md)'
 
 
-def quality_rows(rows: list[dict], prefix: str, with_page: bool) -> str:
-  header = ['run', 'recipe', 'trained on', 'updates', 'decoder', 'BLEU ref 1', 'BLEU both refs', 'CPU-hours',
-            'notes']
+def quality_rows(rows: list[dict], prefix: str, with_page: bool, full: bool = True) -> str:
+  """The quality table; `full=False` keeps what a laptop's page width shows (run, decoder, BLEU, updates,
+  CPU-hours); the full one adds the recipe, the training data and the lab note."""
   body = []
   for r in rows:
     run = f"[{r['run']}]({prefix}methods/{r['page']}.md)" if with_page else r['run']
-    body.append((run, f"`{r['recipe']}`", r['data'], f"{r['updates']:,}", r['decoder'], num(r['bleu_ref1']),
-                 f"**{r['bleu_all']:.2f}**", num(r['cpu_hours']), note_link(r['note'], prefix)))
-  return table(header, body)
+    scores = (f"**{r['bleu_all']:.2f}**", num(r['bleu_ref1']))
+    if full:
+      body.append((run, f"`{r['recipe']}`", r['data'], f"{r['updates']:,}", r['decoder'], *scores,
+                   num(r['cpu_hours']), note_link(r['note'], prefix)))
+    else:
+      body.append((run, r['decoder'], *scores, f"{r['updates']:,}", num(r['cpu_hours'])))
+  scores = ['BLEU both refs', 'BLEU ref 1']
+  if full:
+    return table(['run', 'recipe', 'trained on', 'updates', 'decoder', *scores, 'CPU-hours', 'lab note'], body)
+  return table(['run', 'decoder', *scores, 'updates', 'CPU-hours'], body)
 
 
-def results_quality() -> str:
+def results_quality(full: bool = False) -> str:
   doc = load('quality.json')
   by_size: dict[str, list] = {}
   for r in doc['rows']:
     by_size.setdefault(r['size'], []).append(r)
   out = [doc['about'], '']
   for size, rows in by_size.items():
-    out += [f'**{size[0].upper()}{size[1:]}**', '', quality_rows(rows, '', with_page=True), '']
+    out += [f'**{size[0].upper()}{size[1:]}**', '', quality_rows(rows, '', with_page=True, full=full), '']
+  if not full:
+    out += ['Each run\'s recipe, training data and lab note: [the full table](results-full.md#quality-per-method).',
+            '']
   return '\n'.join(out)
 
 
-def every_method_rows(doc: dict, prefix: str, page: Optional[str] = None) -> str:
-  """The one-command benchmark (nat_jax.benchmark's results.json): quality and speed per run and decoder."""
+def every_method_rows(doc: dict, full: bool = True) -> str:
+  """The one-command benchmark (nat_jax.benchmark's results.json): quality and speed per run and decoder;
+  `full=False` leaves out the method and the first reference's BLEU."""
   body = []
   for r in doc['rows']:
-    if page is not None and method_page(r['method']) != page:
-      continue
     q, s, vs = r['quality'], r['speed'], r['vs_baseline']
-    body.append((r['run'], r['method'], r['decoder'], num(q['per_ref'][0]['bleu']), num(q['all_refs']['bleu']),
-                 num(s['batch1']['latency_ms_median']), num(s['sentences_per_s'].get('64')),
-                 ratio(vs['greedy']['batch1']), ratio(vs['greedy']['batch64'])))
-  return table(('run', 'method', 'decoder', 'BLEU ref 1', 'BLEU both refs', 'latency b=1 (ms)', 'sentences/s b=64',
-                'speed vs AT greedy b=1', 'b=64'), body)
+    speed = (num(s['batch1']['latency_ms_median']), num(s['sentences_per_s'].get('64')),
+             ratio(vs['greedy']['batch1']), ratio(vs['greedy']['batch64']))
+    if full:
+      body.append((r['run'], r['method'], r['decoder'], num(q['per_ref'][0]['bleu']), num(q['all_refs']['bleu']),
+                   *speed))
+    else:
+      body.append((r['run'], r['decoder'], num(q['all_refs']['bleu']), *speed))
+  baseline = f"`{doc['baseline']}` greedy"
+  speed_header = ('latency b=1 (ms)', 'sentences/s b=64', f'speed over {baseline}, b=1', 'b=64')
+  if full:
+    return table(('run', 'method', 'decoder', 'BLEU ref 1', 'BLEU both refs', *speed_header), body)
+  return table(('run', 'decoder', 'BLEU both refs', *speed_header), body)
 
 
 def method_page(method_label: str) -> str:
@@ -277,7 +294,7 @@ def method_page(method_label: str) -> str:
           'ibdecoder+sa': 'ibdecoder', 'imdecoder': 'ibdecoder', 'selfdraft': 'drafted'}.get(name, name)
 
 
-def results_every_method() -> str:
+def results_every_method(full: bool = False) -> str:
   doc = load('benchmark_tiny/results.json')
   return '\n'.join([
       f"{doc['machine']}; {doc['split']} split, {doc['sentences']:,} sentences; batch-1 latency: median over "
@@ -287,38 +304,42 @@ def results_every_method() -> str:
       '```bash', '# the command that wrote docs/results/benchmark_tiny/ (about 21 minutes on 2 CPU cores)',
       'python -m nat_jax.benchmark --average=3 --latency_sentences=100 --batch1_runs=3 --batch_sizes=1,8,64 '
       '--out=docs/results/benchmark_tiny --runs=<the runs below>', '```', '',
-      every_method_rows(doc, ''), ''])
+      every_method_rows(doc, full=full), ''] + ([] if full else [
+          'With each run\'s method and its BLEU against the first reference: '
+          '[the full table](results-full.md#every-method-in-one-run-cpu-d-128).', '']))
 
 
-SWEEP_COLUMNS = ((128, 1), (256, 1), (512, 1), (128, 64), (256, 64), (512, 64))
+SWEEP_SIZES, SWEEP_BATCHES = (128, 256, 512), (1, 64)
+
+
+def sweep_cell(label: str, r: Optional[dict]) -> str:
+  if r is None:
+    return '-'
+  if label == 'AT greedy':
+    return f"{r['ms']:.1f} ms ({r['sentences_per_s']:.0f} sentences/s)"
+  if 'speed_vs_at_greedy' not in r:  # the floor: one read of a step's int8 weights
+    return f"{r['ms_per_step']:.3f} ms per step ({r['bytes'] / 1e6:.1f} MB)"
+  text = ratio(r['speed_vs_at_greedy'], r.get('speed_min'), r.get('speed_max'))
+  if 'pass_in_greedy_steps' in r:
+    text += f", a pass = {r['pass_in_greedy_steps']:.2f} steps"
+  if 'step_vs_floor' in r:
+    text += f", a step = {r['step_vs_floor']:.1f}x the floor"
+  return text
 
 
 def sweep_table(doc: dict, labels: Optional[list[str]] = None) -> str:
+  """One table per batch size (rows x model sizes): speed over AT greedy, AT greedy's own time in its row."""
   cells: dict[str, dict] = {}
   for r in doc['rows']:
     cells.setdefault(r['row'], {})[(r['size'], r['batch'])] = r
   labels = labels or list(cells)
-  body = []
-  for label in labels:
-    row = [label]
-    for key in SWEEP_COLUMNS:
-      r = cells[label].get(key)
-      if r is None:
-        row.append('-')
-      elif label == 'AT greedy':
-        row.append(f"{r['ms']:.1f} ms ({r['sentences_per_s']:.0f} sentences/s)")
-      elif 'speed_vs_at_greedy' not in r:  # the floor: one read of a step's int8 weights
-        row.append(f"{r['ms_per_step']:.3f} ms per step ({r['bytes'] / 1e6:.1f} MB)")
-      else:
-        text = ratio(r['speed_vs_at_greedy'], r.get('speed_min'), r.get('speed_max'))
-        if 'pass_in_greedy_steps' in r:
-          text += f", a pass = {r['pass_in_greedy_steps']:.2f} steps"
-        if 'step_vs_floor' in r:
-          text += f", a step = {r['step_vs_floor']:.1f}x the floor"
-        row.append(text)
-    body.append(row)
-  header = ['row'] + [f'd={d}, batch {b}' for d, b in SWEEP_COLUMNS]
-  return table(header, body)
+  out = []
+  for batch in SWEEP_BATCHES:
+    body = [[label] + [sweep_cell(label, cells[label].get((size, batch))) for size in SWEEP_SIZES]
+            for label in labels]
+    out += [f'Batch {batch}:', '',
+            table(['row'] + [f'd={size}: speed over AT greedy' for size in SWEEP_SIZES], body)]
+  return '\n\n'.join(out)
 
 
 def results_cpu_speed() -> str:
@@ -409,19 +430,19 @@ def results_int8_quality() -> str:
     if 'vs_float32' in r:
       twin = by_label[r['label'].replace('@int8', '')]
       speed = r['speed']['sentences_per_s'][largest] / twin['speed']['sentences_per_s'][largest]
-      body.append((r['run'].replace('@int8', ''), r['method'], r['decoder_spec'], num(bleu_of(twin)),
+      body.append((f"{r['run'].replace('@int8', '')} ({r['method']})", r['decoder_spec'], num(bleu_of(twin)),
                    num(bleu_of(r)), f"{r['vs_float32']['bleu']:+.2f}",
                    f"{100 * r['vs_float32']['same_output']:.1f}%", ratio(speed)))
     elif r['decoder'] == 'ct2_greedy' and 'vs_own_greedy' in r:
       greedy = next(o for o in doc['rows'] if o['run'] == r['run'] and o['decoder_spec'] == 'greedy')
-      body.append((r['run'], 'CTranslate2', r['decoder_spec'], num(bleu_of(greedy)), num(bleu_of(r)),
+      body.append((f"{r['run']} (CTranslate2)", r['decoder_spec'], num(bleu_of(greedy)), num(bleu_of(r)),
                    f'{bleu_of(r) - bleu_of(greedy):+.2f}',
                    f"{100 * r['vs_own_greedy']['same_output']:.1f}%", '-'))
   return '\n'.join([
       f"{doc['machine']}; {doc['split']} split, {doc['sentences']:,} sentences, BLEU against both references; "
       f"int8 against the same run and decoder in float32 (CTranslate2's int8 export against our float32 greedy).", '',
-      table(('run', 'method', 'decoder', 'BLEU float32', 'BLEU int8', 'difference', 'identical outputs',
-             f'int8 speed over float32, batch {largest}'), body), ''])
+      table(('run (method)', 'decoder', 'BLEU float32', 'BLEU int8', 'int8 - float32', 'identical outputs',
+             f'int8 speed over float32, b={largest}'), body), ''])
 
 
 def results_pass_cost() -> str:
@@ -483,6 +504,48 @@ def sweep_passes(doc: dict) -> int:
   return int(found.group(1)) if found else 5
 
 
+# Example translations on a method page: the int8 quality benchmark's float32 outputs (a freshly trained tiny
+# chain), page -> ((what the line shows, output file), ...); the AT's greedy is shown beside each.
+EXAMPLE_OUTPUTS = {
+    'at': (('AT beam 4', 'at_bible_tiny.beam'),),
+    'dat': (('DA-Transformer, dag_lookahead', 'dat.dag_lookahead'),),
+    'cmlm': (('CMLM, mask_predict', 'cmlm.mask_predict'),),
+    'hrt': (('HRT k=2, hrt', 'hrt.hrt'),),
+    'ibdecoder': (('IBDecoder h=2, multiword_beam', 'ibdec.multiword_beam'),),
+    'drafted': (('drafted, self-draft head', 'selfdraft.drafted'),),
+}
+EXAMPLE_COUNT, EXAMPLE_WORDS = 3, (6, 12)  # the first verses of the test split with 6-12 source words
+
+
+def example_translations(page: str, prefix: str) -> list[str]:
+  """Markdown: the first EXAMPLE_COUNT short test verses, each with its reference, the AT's greedy output and this
+  page's decoders' outputs, as the committed benchmark wrote them; [] for a page without outputs."""
+  if page not in EXAMPLE_OUTPUTS:
+    return []
+  from nat_jax import recipes
+  from nat_jax.data import load_split
+  doc = load('int8_quality/results.json')
+  rows = {r['outputs'].rsplit('/', 1)[-1][:-len('.txt')]: r for r in doc['rows'] if 'outputs' in r}
+  shown = (('AT greedy', 'at_bible_tiny.greedy'),) + EXAMPLE_OUTPUTS[page]
+  outputs = {}
+  for _, name in shown:
+    with open(os.path.join(RESULTS, 'int8_quality', rows[name]['outputs']), encoding='utf-8') as f:
+      outputs[name] = f.read().splitlines()
+  examples = load_split(recipes.load_recipe(recipes.recipe_path(rows['at_bible_tiny.greedy']['run'])).data,
+                        doc['split'])
+  lo, hi = EXAMPLE_WORDS
+  picked = [i for i, e in enumerate(examples) if lo <= len(e.source.split()) <= hi][:EXAMPLE_COUNT]
+  updates = ', '.join(f"{rows[name]['run']} {rows[name]['step']:,}" for _, name in shown)
+  out = [f"**Example translations** (English to German; the first {EXAMPLE_COUNT} verses of {lo}-{hi} words of the "
+         f"{doc['split']} split, as the tiny runs of [int8 on the CPU]({prefix}results.md#int8-on-the-cpu) wrote "
+         f"them: d=128, trained on 2 CPU cores, updates: {updates}; they show what each decoder does at this size, "
+         'not what the method reaches):', '']
+  for i in picked:
+    out += [f'- {cell(examples[i].source)}', f'  - reference: {cell(examples[i].references[0])}']
+    out += [f'  - {label}: {cell(outputs[name][i])}' for label, name in shown]
+  return out + ['']
+
+
 def method_fragment(page: str) -> str:
   prefix = '../'
   out = []
@@ -504,6 +567,7 @@ def method_fragment(page: str) -> str:
   if pairs:
     out += [f"**On one NVIDIA H200** (Transformer-base shapes, bfloat16, {h200['date']}; measured calls and the "
             f'fitted roofline, [how]({prefix}results.md#on-a-gpu)):', '', h200_table(h200, pairs), '']
+  out += example_translations(page, prefix)
   return '\n'.join(out) if out else '(No measured figures yet.)\n'
 
 
@@ -564,6 +628,8 @@ def outputs() -> dict[str, Callable[[], str]]:
       'docs/_generated/settings.md': settings_fragment,
       'docs/_generated/methods.md': lambda: methods_table(''),
       'docs/_generated/results_quality.md': results_quality,
+      'docs/_generated/results_full_quality.md': lambda: results_quality(full=True),
+      'docs/_generated/results_full_every_method.md': lambda: results_every_method(full=True),
       'docs/_generated/results_every_method.md': results_every_method,
       'docs/_generated/results_cpu_speed.md': results_cpu_speed,
       'docs/_generated/results_gpu.md': results_gpu,

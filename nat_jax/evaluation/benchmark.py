@@ -414,23 +414,37 @@ def plot_pareto(report: dict, path: str) -> bool:
                    lambda r: r['speed']['sentences_per_s'][str(largest)]))
   if not panels:
     return False
-  fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 5.5), squeeze=False)
-  methods = sorted({r['run'] for r in rows})
-  colors = {m: plt.cm.tab10(i % 10) for i, m in enumerate(methods)}
-  for ax, (key, xlabel, x_of) in zip(axes[0], panels):
+  # One panel under the other, so the figure reads at a page's width; a point is named beside it only on the
+  # front (the others by their colour and marker in the legend, which names every run and decoder once).
+  legend_rows = (len({r['run'] for r in rows}) + len({r['decoder'] for r in rows}) + 3) // 3
+  height = 5.2 * len(panels) + 0.3 + 0.2 * legend_rows  # inches: the panels, then the legend below them
+  fig, axes = plt.subplots(len(panels), 1, figsize=(8, height), squeeze=False)
+  runs = sorted({r['run'] for r in rows})
+  decoders = sorted({r['decoder'] for r in rows})
+  colors = {m: plt.cm.tab20(i % 20) for i, m in enumerate(runs)}
+  markers = {d: 'osD^v<>pPX*h'[i % 12] for i, d in enumerate(decoders)}
+  for ax, (key, xlabel, x_of) in zip(axes[:, 0], panels):
     points = [(x_of(r), bleu_of(r), r) for r in rows if x_of(r) is not None]
     for x, y, r in points:
-      ax.scatter(x, y, color=colors[r['run']], s=40, zorder=3)
-      ax.annotate(r['label'], (x, y), fontsize=6.5, xytext=(4, 3), textcoords='offset points')
+      ax.scatter(x, y, color=colors[r['run']], marker=markers[r['decoder']], s=60, zorder=3)
     front = sorted((p for p in points if p[2]['label'] in report['pareto'][key]), key=lambda p: p[0])
-    ax.plot([p[0] for p in front], [p[1] for p in front], '--', color='black', lw=1, zorder=2, label='Pareto front')
+    ax.plot([p[0] for p in front], [p[1] for p in front], '--', color='black', lw=1, zorder=2)
     ax.set_xscale('log')
-    ax.set_xlabel(xlabel + ' (log scale)')
-    ax.set_ylabel('BLEU (all references)')
+    lo, hi = np.log(ax.get_xlim())
+    for x, y, r in front:  # a name on the right of its point, or on its left in the right part of the panel
+      right = (np.log(x) - lo) / (hi - lo) > 0.55
+      ax.annotate(r['label'], (x, y), fontsize=9, xytext=(-6 if right else 6, 5), textcoords='offset points',
+                  ha='right' if right else 'left')
+    ax.set_xlabel(xlabel + ' (log scale)', fontsize=11)
+    ax.set_ylabel('BLEU (all references)', fontsize=11)
+    ax.tick_params(labelsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(loc='lower right', fontsize=8)
-  fig.suptitle(f'{report["split"]} split, {report["sentences"]} sentences; {report["machine"]}', fontsize=8)
-  fig.tight_layout()
+  handles = ([plt.Line2D([], [], ls='', marker='o', color=colors[m], label=m) for m in runs]
+             + [plt.Line2D([], [], ls='', marker=markers[d], color='grey', label=d) for d in decoders]
+             + [plt.Line2D([], [], ls='--', color='black', label='Pareto front (named points)')])
+  fig.legend(handles=handles, loc='lower center', ncol=3, fontsize=9, frameon=False)
+  fig.suptitle(f'{report["split"]} split, {report["sentences"]} sentences; {report["machine"]}', fontsize=10)
+  fig.tight_layout(rect=(0, (0.3 + 0.2 * legend_rows) / height, 1, 0.97))
   with atomic_output(path, 'wb') as f:
     fig.savefig(f, format='png', dpi=130)
   plt.close(fig)

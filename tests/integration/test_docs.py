@@ -242,9 +242,10 @@ def test_a_command_on_a_cpu_machine_prints_no_accelerator_noise(trained_run):
 
 @pytest.mark.slow
 def test_the_site_reads_well_in_a_browser(tmp_path):
-  """Home, a method page and the CLI reference at a laptop's 1366 x 768 in headless Chromium: no page wider
-  than the window (wide tables scroll inside their own box), every code block with a copy button, the text
-  at a readable size; screenshots are left in the test's directory to look at."""
+  """Home, Results, a method page and the CLI reference in headless Chromium at a laptop's 1366 x 768 and a
+  phone's 390 x 844: no page wider than the window (wide tables scroll inside their own box), every code block
+  with a copy button, the text at a readable size, and at 1366 every table of Results whole, without its own
+  scrollbar; screenshots are left in the test's directory to look at."""
   chromium = shutil.which('chromium') or shutil.which('chromium-browser')
   playwright = pytest.importorskip('playwright.sync_api', reason='pip install playwright (uses the system Chromium)')
   if chromium is None:
@@ -255,21 +256,27 @@ def test_the_site_reads_well_in_a_browser(tmp_path):
   report = {}
   with playwright.sync_playwright() as p:
     browser = p.chromium.launch(executable_path=chromium, args=['--no-sandbox', '--disable-gpu'])
-    page = browser.new_page(viewport={'width': 1366, 'height': 768})
-    for name in ('index', 'methods/dat', 'reference/cli'):
-      page.goto(f'file://{html}/{name}.html')
-      metrics = page.evaluate('''() => ({
-          pageWidth: document.documentElement.scrollWidth, window: window.innerWidth,
-          codeBlocks: document.querySelectorAll('div.highlight').length,
-          copyButtons: document.querySelectorAll('div.highlight button.copybtn').length,
-          fontPx: parseFloat(getComputedStyle(document.querySelector('article p') || document.body).fontSize),
-          tables: document.querySelectorAll('article table').length})''')
-      page.screenshot(path=str(tmp_path / f'{name.replace("/", "_")}.png'), full_page=False)
-      report[name] = metrics
+    for width, height in ((1366, 768), (390, 844)):
+      page = browser.new_page(viewport={'width': width, 'height': height})
+      for name in ('index', 'results', 'methods/dat', 'reference/cli'):
+        page.goto(f'file://{html}/{name}.html')
+        metrics = page.evaluate('''() => ({
+            pageWidth: document.documentElement.scrollWidth, window: window.innerWidth,
+            codeBlocks: document.querySelectorAll('div.highlight').length,
+            copyButtons: document.querySelectorAll('div.highlight button.copybtn').length,
+            fontPx: parseFloat(getComputedStyle(document.querySelector('article p') || document.body).fontSize),
+            tables: document.querySelectorAll('article table').length,
+            scrolledTables: Array.from(document.querySelectorAll('article table'))
+                .filter(t => t.parentElement.scrollWidth > t.parentElement.clientWidth + 1)
+                .map(t => t.querySelector('tr').innerText.slice(0, 60))})''')
+        page.screenshot(path=str(tmp_path / f'{name.replace("/", "_")}_{width}.png'), full_page=False)
+        report[f'{name} {width}'] = metrics
+      page.close()
     browser.close()
   (tmp_path / 'report.json').write_text(json.dumps(report, indent=1))
   for name, m in report.items():
     assert m['pageWidth'] <= m['window'], (name, m)
     assert m['copyButtons'] == m['codeBlocks'], (name, m)
     assert m['fontPx'] >= 14, (name, m)
-  assert report['reference/cli']['tables'] >= 11
+  assert report['reference/cli 1366']['tables'] >= 11
+  assert report['results 1366']['tables'] >= 10 and not report['results 1366']['scrolledTables'], report
