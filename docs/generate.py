@@ -10,6 +10,7 @@ What it writes:
   docs/_generated/results_*.md    the Results page's tables (docs/results/*.json); results_full_*: the wide ones
                                   in full, for the page Results in full
   docs/_generated/method_*.md     each method page's figures (the same files)
+  docs/_generated/serving_load.md the server under load (serve_load.json)
   docs/_generated/methods.md      the methods table of Home (and of the README)
   README.md                       its methods and results tables, between their `<name>:begin` / `<name>:end` markers
 
@@ -498,6 +499,30 @@ def results_vocab_cost() -> str:
              'AT greedy ms', 'DAT over AT greedy'), body), ''])
 
 
+def serving_load() -> str:
+  """The server under load against the same run offline (benchmarks.systems.serve_load, serve_load.json)."""
+  doc = load('serve_load.json')
+  clients = ('1', '8', '32', '128')
+  body = []
+  for r in doc['runs']:
+    for server, cells in r['servers'].items():
+      name = f"{r['run']}: {'batching' if server == 'batching' else 'one at a time (`--max_batch=1`)'}"
+      ratios = [cells[c].get('vs_offline_batch64') for c in ('32', '128')]
+      body.append((f"{name} ({r['note']})", f"{r['offline']['batch64_sentences_per_s']:.1f}",
+                   *[f"{cells[c]['sentences_per_s']:.1f} ({cells[c]['p99_ms']:g})" for c in clients],
+                   ' / '.join(ratio(x) for x in ratios) if None not in ratios else '-'))
+  soak = doc['soak']
+  return '\n'.join([
+      f"{doc['about']} Measured on {doc['machine']}, {doc['runs'][0]['date']}.", '',
+      '```bash', doc['command'], '```', '',
+      table(('run: server', 'offline batch 64, sentences/s', *[f'{c} client{"s" if c != "1" else ""}: '
+                                                              'sentences/s (p99 ms)' for c in clients],
+             'served over offline batch 64, 32 / 128 clients'), body), '',
+      f"Over {soak['seconds']} s at {soak['clients']} clients ({soak['run']}, {soak['requests']:,} requests): "
+      f"resident memory {soak['rss_mib_start']:,.1f} MiB at the start, {soak['rss_mib_end']:,.1f} MiB at the end.",
+      ''])
+
+
 def sweep_passes(doc: dict) -> int:
   """The --passes a size sweep ran with (its command; the flag's default, 5, when not given)."""
   found = re.search(r'--passes[= ](\d+)', doc['command'])
@@ -639,11 +664,32 @@ def outputs() -> dict[str, Callable[[], str]]:
       'docs/_generated/results_pass_cost.md': results_pass_cost,
       'docs/_generated/results_int8_product.md': results_int8_product,
       'docs/_generated/results_vocab_cost.md': results_vocab_cost,
+      'docs/_generated/serving_load.md': serving_load,
       'README.md': readme,
   }
   for page in METHOD_PAGES:
     files[f'docs/_generated/method_{page}.md'] = lambda page=page: method_fragment(page)
   return files
+
+
+METHOD_SOURCES = ('quality.json', 'cpu_size_sweep.json', 'gpu_h200.json', 'int8_quality/results.json')
+SOURCES = {  # generated file -> the result files (under docs/results/) its figures come from
+    'docs/_generated/results_quality.md': ('quality.json',),
+    'docs/_generated/results_full_quality.md': ('quality.json',),
+    'docs/_generated/results_every_method.md': ('benchmark_tiny/results.json',),
+    'docs/_generated/results_full_every_method.md': ('benchmark_tiny/results.json',),
+    'docs/_generated/results_cpu_speed.md': ('cpu_size_sweep.json',),
+    'docs/_generated/results_gpu.md': ('gpu_h200.json',),
+    'docs/_generated/results_projected.md': ('projected.json',),
+    'docs/_generated/results_fit.md': ('accelerator_fit.json',),
+    'docs/_generated/results_int8_quality.md': ('int8_quality/results.json',),
+    'docs/_generated/results_pass_cost.md': ('pass_cost.json',),
+    'docs/_generated/results_int8_product.md': ('int8_product.json',),
+    'docs/_generated/results_vocab_cost.md': ('vocab_cost.json',),
+    'docs/_generated/serving_load.md': ('serve_load.json',),
+    'README.md': ('quality.json', 'cpu_size_sweep.json', 'gpu_h200.json'),
+    **{f'docs/_generated/method_{page}.md': METHOD_SOURCES for page in METHOD_PAGES},
+}
 
 
 def rendered() -> dict[str, str]:

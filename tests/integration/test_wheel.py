@@ -1,12 +1,14 @@
-"""The wheel is a product on its own: built from this repository and installed into a fresh virtual environment, it
-holds no top-level package but nat_jax, carries its licence, and from a folder outside the checkout trains a
-recipe by name, translates, evaluates and serves (slow: a build, an install and a short training)."""
+"""The wheel is a product on its own: built with `python -m build` (an sdist, then the wheel from that sdist) and
+installed into a fresh virtual environment, it holds no top-level package but nat_jax, carries its licence, and
+from a folder outside the checkout trains a recipe by name, translates, evaluates and serves (slow: a build, an
+install and a short training)."""
 import glob
 import json
 import os
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.request
 import zipfile
@@ -36,7 +38,13 @@ def free_port() -> int:
 def test_the_wheel_installed_elsewhere_trains_translates_evaluates_and_serves(tmp_path):
   env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'VIRTUAL_ENV')}
   env['JAX_PLATFORMS'] = 'cpu'
-  run([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '-q', '-w', str(tmp_path / 'dist'), REPO], tmp_path, env)
+  pytest.importorskip('build', reason='pip install build (requirements-dev.txt)')
+  # What a release makes: an sdist, and the wheel built from that sdist (so the sdist is complete).
+  run([sys.executable, '-m', 'build', '-o', str(tmp_path / 'dist'), REPO], tmp_path, env)
+  sdist, = glob.glob(str(tmp_path / 'dist' / 'nat_jax-*.tar.gz'))
+  with tarfile.open(sdist) as tar:
+    held = {n.split('/', 1)[-1] for n in tar.getnames()}
+  assert {'LICENSE', 'pyproject.toml', 'configs/at_bible_tiny.py', 'nat_jax/__init__.py'} <= held, sorted(held)[:50]
   wheel, = glob.glob(str(tmp_path / 'dist' / 'nat_jax-*.whl'))
   names = zipfile.ZipFile(wheel).namelist()
   assert {n.split('/')[0] for n in names if '.dist-info/' not in n} == {'nat_jax'}
