@@ -442,7 +442,7 @@ def results_int8_quality() -> str:
   return '\n'.join([
       f"{doc['machine']}; {doc['split']} split, {doc['sentences']:,} sentences, BLEU against both references; "
       f"int8 against the same run and decoder in float32 (CTranslate2's int8 export against our float32 greedy).", '',
-      table(('run (method)', 'decoder', 'BLEU float32', 'BLEU int8', 'int8 - float32', 'identical outputs',
+      table(('run (method)', 'decoder', 'BLEU float32', 'BLEU int8', 'BLEU int8 - float32', 'identical outputs',
              f'int8 speed over float32, b={largest}'), body), ''])
 
 
@@ -670,26 +670,6 @@ def outputs() -> dict[str, Callable[[], str]]:
   for page in METHOD_PAGES:
     files[f'docs/_generated/method_{page}.md'] = lambda page=page: method_fragment(page)
   return files
-
-
-METHOD_SOURCES = ('quality.json', 'cpu_size_sweep.json', 'gpu_h200.json', 'int8_quality/results.json')
-SOURCES = {  # generated file -> the result files (under docs/results/) its figures come from
-    'docs/_generated/results_quality.md': ('quality.json',),
-    'docs/_generated/results_full_quality.md': ('quality.json',),
-    'docs/_generated/results_every_method.md': ('benchmark_tiny/results.json',),
-    'docs/_generated/results_full_every_method.md': ('benchmark_tiny/results.json',),
-    'docs/_generated/results_cpu_speed.md': ('cpu_size_sweep.json',),
-    'docs/_generated/results_gpu.md': ('gpu_h200.json',),
-    'docs/_generated/results_projected.md': ('projected.json',),
-    'docs/_generated/results_fit.md': ('accelerator_fit.json',),
-    'docs/_generated/results_int8_quality.md': ('int8_quality/results.json',),
-    'docs/_generated/results_pass_cost.md': ('pass_cost.json',),
-    'docs/_generated/results_int8_product.md': ('int8_product.json',),
-    'docs/_generated/results_vocab_cost.md': ('vocab_cost.json',),
-    'docs/_generated/serving_load.md': ('serve_load.json',),
-    'README.md': ('quality.json', 'cpu_size_sweep.json', 'gpu_h200.json'),
-    **{f'docs/_generated/method_{page}.md': METHOD_SOURCES for page in METHOD_PAGES},
-}
 
 
 def rendered() -> dict[str, str]:

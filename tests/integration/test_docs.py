@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+from typing import Optional
 
 import pytest
 
@@ -155,32 +156,61 @@ def test_no_file_names_what_is_not_there():
   assert not unknown_urls, sorted(unknown_urls)
 
 
-def numbers_in(value) -> list[float]:
-  """Every number a results file holds, at any depth (a note's text included)."""
-  if isinstance(value, dict):
-    return [x for v in value.values() for x in numbers_in(v)]
-  if isinstance(value, list):
-    return [x for v in value for x in numbers_in(v)]
-  if isinstance(value, str):
-    return [float(x) for x in re.findall(r'\d+(?:\.\d+)?', value.replace(',', ''))]
-  return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
-
-
 FIGURE = re.compile(r'(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?(x\b| ms\b| us\b| BLEU\b|%)')
+UNITS = {'x': 'x', ' ms': 'ms', ' us': 'us', ' BLEU': 'BLEU', '%': '%'}
 
 
-def quoted_figures_missing(paragraph: str, held: list[float]) -> list[str]:
+def kind_of(path: tuple[str, ...]) -> Optional[str]:
+  """What a results file's number at `path` (its keys) measures, in the unit prose quotes it in: 'x' a ratio,
+  'ms' / 'us' a time, 'BLEU' a score, '%' a share held as a fraction; None for anything else (a count, a size,
+  a setting), which no prose figure may be taken for."""
+  keys = '.'.join(path)
+  if 'bleu' in keys:
+    return 'BLEU'
+  if path[-1] in ('same_output', 'projection_share'):
+    return '%'
+  if path[-1] == 'us':
+    return 'us'
+  if re.search(r'(^|[._])ms($|[._])', keys):
+    return 'ms'
+  if re.search(r'vs|speed_m(in|ax)|cost_|claim|(^|\.)pairs\.', keys):
+    return 'x'
+  return None
+
+
+def numbers_in(value, path: tuple[str, ...] = ()) -> dict[str, list[float]]:
+  """The numbers a results file holds, by what they measure (kind_of); a text's figures by the unit written after
+  them ('20 us per call')."""
+  if isinstance(value, dict):
+    parts = [numbers_in(v, path + (str(k),)) for k, v in value.items()]
+  elif isinstance(value, list):
+    parts = [numbers_in(v, path) for v in value]
+  elif isinstance(value, str):
+    parts = [{UNITS[m.group(3)]: [float(x) for x in m.group(1, 2) if x]} for m in FIGURE.finditer(value)]
+  elif isinstance(value, (int, float)) and not isinstance(value, bool) and kind_of(path):
+    kind = kind_of(path)
+    parts = [{kind: [100 * float(value) if kind == '%' else float(value)]}]
+  else:
+    parts = []
+  found: dict[str, list[float]] = {}
+  for part in parts:
+    for kind, xs in part.items():
+      found.setdefault(kind, []).extend(xs)
+  return found
+
+
+def quoted_figures_missing(paragraph: str, held: dict[str, list[float]]) -> list[str]:
   """The figures of a paragraph (ratios '2.74x', ranges '0.53-0.86x', times '1.40 ms' or '20 us', scores
-  '9.45 BLEU', shares '61%', which a file may hold as 0.61; not in a table row) that no number of `held` gives at
-  the precision quoted."""
+  '9.45 BLEU', shares '61%'; a share in a table row is a setting's threshold, not checked) that no number `held`
+  of the same kind (numbers_in) gives at the precision quoted."""
   missing = []
-  for match in FIGURE.finditer(paragraph):
+  for match in FIGURE.finditer(re.sub(r'`[^`\n]*`', '', paragraph)):  # not in code: a flag's value is no figure
+    kind = UNITS[match.group(3)]
+    if kind == '%' and paragraph.startswith('|'):
+      continue
     for text in filter(None, match.group(1, 2)):
       step = 10.0 ** -len(text.split('.')[1]) if '.' in text else 1.0
-      if match.group(3) == '%' and paragraph.startswith('|'):
-        break  # a share in a table row is a setting's threshold ('past 85% of the limit'), not a measurement
-      candidates = held + [100 * x for x in held] if match.group(3) == '%' else held
-      if not any(abs(x - float(text)) <= step / 2 + 1e-9 for x in candidates):
+      if not any(abs(x - float(text)) <= step / 2 + 1e-9 for x in held.get(kind, ())):
         missing.append(match.group(0))
         break
   return missing
@@ -190,7 +220,6 @@ def prose_paragraphs(text: str) -> list[str]:
   """A page's paragraphs, list items and table rows, without code and without the sections that quote a paper
   (headed "... paper's claim ..." or "... the papers ..."): what it says in its own voice."""
   text = re.sub(r'```.*?```', '', text, flags=re.S)
-  text = re.sub(r'`[^`\n]*`', '', text)
   kept, quoting = [], False
   for line in text.split('\n'):
     if line.startswith('#'):
@@ -200,53 +229,77 @@ def prose_paragraphs(text: str) -> list[str]:
   return re.split(r'\n\s*\n|\n(?=- |\d+\. |\|)', '\n'.join(kept))
 
 
-def results_numbers(names) -> list[float]:
-  held = []
+def results_numbers(names) -> dict[str, list[float]]:
+  held: dict[str, list[float]] = {}
   for name in names:
     with open(os.path.join(DOCS, 'results', name), encoding='utf-8') as f:
-      held += numbers_in(json.load(f))
+      for kind, xs in numbers_in(json.load(f)).items():
+        held.setdefault(kind, []).extend(xs)
   return held
 
 
+def shown_figures(markdown: str) -> dict[str, list[float]]:
+  """The figures a generated page shows, by kind: each written with its unit ('2.74x', '1.40 ms'), and in a table
+  the numbers of a column whose header names its unit ('BLEU both refs', 'latency b=1 (ms)')."""
+  found = numbers_in(markdown)
+  header = None
+  for line in markdown.split('\n'):
+    if not line.startswith('|'):
+      header = None
+      continue
+    cells = [c.strip() for c in line.strip('|').split('|')]
+    if header is None:
+      header = cells
+    elif not set(line) <= set('|-: '):
+      for name, cell in zip(header, cells):
+        kind = 'BLEU' if 'BLEU' in name else 'ms' if re.search(r'\bms\b', name) else None
+        numbers = re.findall(r'\d+(?:\.\d+)?', cell.replace(',', ''))
+        if kind and numbers:
+          found.setdefault(kind, []).append(float(numbers[0]))
+  return found
+
+
 def test_prose_quotes_only_figures_its_results_files_hold():
-  """Every ratio, time, BLEU score and share the pages and the README state in their own voice is one the result
-  files they show hold, at the precision quoted: a paragraph that names docs/results/<file>.json those files; any
-  other the files the page names or whose generated tables it includes (docs/generate.py's SOURCES). A figure
-  from an older sweep, worked out by hand, or known only from a lab note fails (history stays in the lab notes,
-  which are not checked; nor are the papers' figures)."""
-  sources = generator().SOURCES
+  """Every ratio, time, BLEU score and share the pages and the README state in their own voice is one the page
+  shows in its generated tables (docs/_generated/, the README's generated blocks) or one a results file the same
+  paragraph names holds (docs/results/<file>.json; a list item: also the files its lead paragraph names), of the
+  same kind and at the precision quoted. A figure from an older sweep, worked out by hand, or known only from a
+  lab note fails (history stays in the lab notes, which are not checked; nor are the papers' figures)."""
   wrong = []
   for path in [p for p in repository_files(('.md',)) if p.startswith('docs/') and '/lab-notes/' not in p
                and '_generated' not in p and p != 'docs/changelog.md'] + ['README.md']:
     with open(os.path.join(REPO, path), encoding='utf-8') as f:
       text = f.read()
-    page = set(re.findall(r'results/([\w/]+\.json)', text)) | set(sources.get(path, ()))
+    generated = [text] if path == 'README.md' else []
     for fragment in re.findall(r'_generated/\w+\.md', text):
-      page |= set(sources.get(f'docs/{fragment}', ()))
-    page_held = results_numbers(sorted(page))
+      with open(os.path.join(DOCS, fragment), encoding='utf-8') as f:
+        generated.append(f.read())
+    shown: dict[str, list[float]] = {}
+    for figures in map(shown_figures, generated):
+      for kind, xs in figures.items():
+        shown.setdefault(kind, []).extend(xs)
+    lead: set[str] = set()  # the files the paragraph before a list names: its items quote them too
     for paragraph in prose_paragraphs(text):
-      names = sorted(set(re.findall(r'docs/results/([\w/]+\.json)', paragraph)))
-      held = results_numbers(names) if names else page_held
-      wrong += [f'{path}: {figure} (not in {", ".join(names or sorted(page)) or "any file the page shows"})'
+      own = set(re.findall(r'results/([\w/]+\.json)', paragraph))
+      is_item = bool(re.match(r'- |\d+\. ', paragraph.lstrip('\n')))
+      named = sorted(own | lead) if is_item else sorted(own)
+      lead = lead if is_item else own
+      held = results_numbers(named)
+      for kind, xs in shown.items():
+        held.setdefault(kind, []).extend(xs)
+      wrong += [f'{path}: {figure} (neither in its generated tables nor in {", ".join(named) or "a file it names"})'
                 for figure in quoted_figures_missing(paragraph, held)]
   assert not wrong, '\n'.join(wrong)
 
 
 def test_the_figure_check_finds_a_figure_the_file_lacks():
-  held = [2.7412, 0.53, 0.8601, 21.56, 0.614]
-  assert quoted_figures_missing('DAT 2.74x, 0.53-0.86x, 21.6x AT beam 4, 61% of them', held) == []
-  assert quoted_figures_missing('DAT 2.9x at batch 1, 0.53-0.90x, 7.4 BLEU, 62%', held) == [
-      '2.9x', '0.53-0.90x', '7.4 BLEU', '62%']
+  held = numbers_in({'rows': [{'speed_vs_at_greedy': 2.7412, 'speed_min': 0.53, 'speed_max': 0.8601, 'ms': 21.56,
+                               'bleu_all': 7.4, 'vs_float32': {'same_output': 0.614}, 'steps': 62.0}],
+                     'note': 'a table overhead of 20 us per call'})
+  assert quoted_figures_missing('DAT 2.74x, 0.53-0.86x, 21.6 ms AT beam 4, 61% of them, 7.4 BLEU, 20 us', held) == []
+  assert quoted_figures_missing('DAT 2.9x at batch 1, 0.53-0.90x, 21.6x, 7.5 BLEU, 62%, 62 ms', held) == [
+      '2.9x', '0.53-0.90x', '21.6x', '7.5 BLEU', '62%', '62 ms']
   assert prose_paragraphs("## The paper's claim\n\n13.9x\n\n## Ours\n\n2.9x") == ['## Ours', '2.9x']
-
-
-def test_every_generated_table_names_its_results_files():
-  """docs/generate.py's SOURCES covers every generated file that shows results (what the figure check reads)."""
-  module = generator()
-  showing = [p for p in module.outputs() if re.search(r'_generated/(results|method|serving)_', p)]
-  assert showing and not [p for p in showing if p not in module.SOURCES]
-  for names in module.SOURCES.values():
-    assert all(os.path.isfile(os.path.join(DOCS, 'results', n)) for n in names), names
 
 
 def test_the_code_cites_no_lab_note_section_and_no_absent_document():
