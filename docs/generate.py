@@ -278,12 +278,12 @@ def every_method_rows(doc: dict, full: bool = True) -> str:
     speed = (num(s['batch1']['latency_ms_median']), num(s['sentences_per_s'].get('64')),
              ratio(vs['greedy']['batch1']), ratio(vs['greedy']['batch64']))
     if full:
-      body.append((r['run'], r['method'], r['decoder'], num(q['per_ref'][0]['bleu']), num(q['all_refs']['bleu']),
-                   *speed))
+      body.append((f"`{r['run']}`", r['method'], r['decoder'], num(q['per_ref'][0]['bleu']),
+                   num(q['all_refs']['bleu']), *speed))
     else:
-      body.append((r['run'], r['decoder'], num(q['all_refs']['bleu']), *speed))
-  baseline = f"`{doc['baseline']}` greedy"
-  speed_header = ('latency b=1 (ms)', 'sentences/s b=64', f'speed over {baseline}, b=1', 'b=64')
+      body.append((f"`{r['run']}`", r['decoder'], num(q['all_refs']['bleu']), *speed))
+  # the baseline's run is named above the table
+  speed_header = ('latency b=1 (ms)', 'sentences/s b=64', 'speed over AT greedy, b=1', 'b=64')
   if full:
     return table(('run', 'method', 'decoder', 'BLEU ref 1', 'BLEU both refs', *speed_header), body)
   return table(('run', 'decoder', 'BLEU both refs', *speed_header), body)
@@ -431,12 +431,13 @@ def results_int8_quality() -> str:
     if 'vs_float32' in r:
       twin = by_label[r['label'].replace('@int8', '')]
       speed = r['speed']['sentences_per_s'][largest] / twin['speed']['sentences_per_s'][largest]
-      body.append((f"{r['run'].replace('@int8', '')} ({r['method']})", r['decoder_spec'], num(bleu_of(twin)),
+      body.append((f"`{r['run'].replace('@int8', '')}` ({r['method']})", f"`{r['decoder_spec']}`", num(bleu_of(twin)),
                    num(bleu_of(r)), f"{r['vs_float32']['bleu']:+.2f}",
                    f"{100 * r['vs_float32']['same_output']:.1f}%", ratio(speed)))
     elif r['decoder'] == 'ct2_greedy' and 'vs_own_greedy' in r:
       greedy = next(o for o in doc['rows'] if o['run'] == r['run'] and o['decoder_spec'] == 'greedy')
-      body.append((f"{r['run']} (CTranslate2)", r['decoder_spec'], num(bleu_of(greedy)), num(bleu_of(r)),
+      body.append((f"`{r['run']}` (CTranslate2)", f"`{r['decoder_spec'].replace('/', ' / ')}`", num(bleu_of(greedy)),
+                   num(bleu_of(r)),
                    f'{bleu_of(r) - bleu_of(greedy):+.2f}',
                    f"{100 * r['vs_own_greedy']['same_output']:.1f}%", '-'))
   return '\n'.join([
@@ -515,8 +516,8 @@ def serving_load() -> str:
   return '\n'.join([
       f"{doc['about']} Measured on {doc['machine']}, {doc['runs'][0]['date']}.", '',
       '```bash', doc['command'], '```', '',
-      table(('run: server', 'offline batch 64, sentences/s', *[f'{c} client{"s" if c != "1" else ""}: '
-                                                              'sentences/s (p99 ms)' for c in clients],
+      'Cells: sentences/s served (p99 latency in ms) at 1 to 128 clients.', '',
+      table(('run: server', 'offline batch 64, sentences/s', *[f'{c} client{"s" if c != "1" else ""}' for c in clients],
              'served over offline batch 64, 32 / 128 clients'), body), '',
       f"Over {soak['seconds']} s at {soak['clients']} clients ({soak['run']}, {soak['requests']:,} requests): "
       f"resident memory {soak['rss_mib_start']:,.1f} MiB at the start, {soak['rss_mib_end']:,.1f} MiB at the end.",
@@ -604,11 +605,11 @@ def methods_table(prefix: str) -> str:
     if recipe is None:
       train, decoder = 'none: it decodes any left-to-right run', '`jacobi_hgj`'
     else:
-      train = f'`configs/{recipe}.py`'
+      train = f'`{recipe}`'
       decoder = f"`{recipes.load_recipe(recipes.recipe_path(recipe)).test_decoder}`"
     body.append((f'[{label}]({prefix}methods/{page}.md)', paper, gives, train, decoder))
-  return table(('method', 'paper', 'what nat_jax gives you', 'train it: `python -m nat_jax.train --config=`',
-                'its decoder'), body)
+  return table(('method', 'paper', 'what nat_jax gives you', 'recipe (`nat_jax.train --config=`)', 'its decoder'),
+               body)
 
 
 def readme_table() -> str:
