@@ -9,7 +9,7 @@ What it writes:
   docs/_generated/settings.md     every recipe setting (the settings dataclasses of nat_jax.recipes.defaults, methods)
   docs/_generated/results_*.md    the Results page's tables (docs/results/*.json); results_full_*: the wide ones
                                   in full, for the page Results in full
-  docs/_generated/method_*.md     each method page's figures (the same files)
+  docs/_generated/method_*.md     each method page's figures (the same files; drafted_tiny/ for drafted decoding)
   docs/_generated/serving_load.md the server under load (serve_load.json)
   docs/_generated/methods.md      the methods table of Home (and of the README)
   README.md                       its methods and results tables, between their `<name>:begin` / `<name>:end` markers
@@ -572,6 +572,33 @@ def example_translations(page: str, prefix: str) -> list[str]:
   return out + ['']
 
 
+# Drafted decoding on the trained tiny teacher: nat_jax.benchmark's results.json in these folders of
+# docs/results/drafted_tiny/, and each drafter run (the last part of its workdir) as the table names it.
+DRAFTED_TINY = ('cmlm_drafter', 'self_draft_head', 'dat_drafter')
+DRAFTERS = {'cmlm_drafter': 'CMLM, 500 updates', 'selfdraft3': 'self-drafting head, 1,500 updates',
+            'dat_drafter': 'DA-Transformer, 300 updates'}
+
+
+def drafted_tiny_table() -> str:
+  """Every drafted row of docs/results/drafted_tiny/*/results.json: the drafter and its options, BLEU, the share of
+  outputs equal to greedy's, tokens per verifier pass (greedy steps / passes) and speed over the same run's
+  greedy, measured in the same benchmark."""
+  body = []
+  for folder in DRAFTED_TINY:
+    for r in load(f'drafted_tiny/{folder}/results.json')['rows']:
+      if r['decoder'] != 'drafted':
+        continue
+      o, aux, vs = r['options'], r['aux'], r['vs_baseline']['greedy']
+      workdir, *decoding = o['drafter'].split(':', 1)  # a drafter's own decoder and options, where given
+      drafter = DRAFTERS[workdir.rstrip('/').rsplit('/', 1)[-1]]
+      body.append((drafter + (f" ({decoding[0].replace(':', ', ')})" if decoding else ''), o['update'], o['block'],
+                   f"beta {o['beta']:g}, tau {o['tau']:g}" if o['beta'] != 1 else '-',
+                   num(r['quality']['all_refs']['bleu']), f"{100 * r['vs_own_greedy']['same_output']:.0f}%",
+                   num(aux['steps'] / aux['iterations']), ratio(vs['batch1']), ratio(vs['batch64'])))
+  return table(('drafter', 'update', 'block', 'relaxed', 'BLEU both refs', 'identical to greedy', 'tokens per pass',
+                'speed over AT greedy, b=1', 'b=64'), body)
+
+
 def method_fragment(page: str) -> str:
   prefix = '../'
   out = []
@@ -593,6 +620,9 @@ def method_fragment(page: str) -> str:
   if pairs:
     out += [f"**On one NVIDIA H200** (Transformer-base shapes, bfloat16, {h200['date']}; measured calls and the "
             f'fitted roofline, [how]({prefix}results.md#on-a-gpu)):', '', h200_table(h200, pairs), '']
+  if page == 'drafted':
+    out += ['**On the trained tiny teacher** (`at_bible_tiny`, d=128, Acts; 2 CPU cores, 2026-11-23 and 2026-11-24; '
+            "speed against the teacher's own greedy in the same benchmark):", '', drafted_tiny_table(), '']
   out += example_translations(page, prefix)
   return '\n'.join(out) if out else '(No measured figures yet.)\n'
 

@@ -10,7 +10,8 @@ with FLOPs and bytes from XLA's cost analysis of that call compiled alone for th
 and assumed per-call overhead from nat_jax.ahead_of_time.targets. A sentence costs the sum over its calls of
 t(call) x the number of such calls it makes. Those numbers are measured, not assumed: the means per
 Acts test sentence of the trained tiny runs' decoders (the `aux` of results.json in
-docs/results/benchmark_tiny/ and docs/lab-notes/data/benchmark_*/: steps, iterations, loop steps),
+docs/results/benchmark_tiny/, docs/results/drafted_tiny/*/ and docs/lab-notes/data/benchmark_*/: steps, iterations,
+loop steps),
 `PLANS` below with the row each comes from. Every figure is a projection, not a measurement; what it
 leaves out: docs/lab-notes/2026-11-25-accelerators.md.
 """
@@ -44,7 +45,8 @@ class Plan:
 
 # Calls per sentence, measured on the Acts test set (1,007 verses) with the trained tiny runs (d=128):
 # the `aux` means of <folder>/results.json (folder and run:decoder named in each source: `benchmark` is
-# docs/results/benchmark_tiny/, the others docs/lab-notes/data/benchmark_*/).
+# docs/results/benchmark_tiny/, `drafted_tiny/<drafter>` docs/results/drafted_tiny/<drafter>/, the others
+# docs/lab-notes/data/benchmark_*/).
 PLANS = {
     'at greedy': Plan('AT greedy', (Call('at_base', 'encode', 1), Call('at_base', 'step', 36.81)),
                       'benchmark_loop at_bible_tiny:greedy steps 36.81'),
@@ -55,7 +57,7 @@ PLANS = {
     'selfdraft drafted': Plan('AT drafted by its self-draft head (block 4)',
                               (Call('selfdraft_base', 'encode', 1), Call('selfdraft_base', 'pass4', 24.94),
                                Call('selfdraft_base', 'draft head', 24.94)),
-                              'benchmark_selfdraft at_bible_tiny:drafted block=4 iterations 24.94'),
+                              'drafted_tiny/self_draft_head at_bible_tiny:drafted block=4 iterations 24.94'),
     'at drafted dat': Plan('AT drafted by a DA-Transformer (re-draft, block 4)',
                            (Call('at_base', 'encode', 1), Call('dat_drafter_base', 'decode dag_lookahead', 1),
                             Call('at_base', 'pass4', 26.18)),

@@ -156,8 +156,10 @@ def test_no_file_names_what_is_not_there():
   assert not unknown_urls, sorted(unknown_urls)
 
 
-FIGURE = re.compile(r'(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?(x\b| ms\b| us\b| BLEU\b|%)')
-UNITS = {'x': 'x', ' ms': 'ms', ' us': 'us', ' BLEU': 'BLEU', '%': '%'}
+NUMBER = r'\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?'  # 7,625 or 2.74
+FIGURE = re.compile(rf'({NUMBER})(?:-({NUMBER}))?(x\b| ms\b| us\b| BLEU\b|%| sentences/s| CPU-hours| tokens per pass)')
+UNITS = {'x': 'x', ' ms': 'ms', ' us': 'us', ' BLEU': 'BLEU', '%': '%', ' sentences/s': 'sentences/s',
+         ' CPU-hours': 'CPU-hours', ' tokens per pass': 'tokens per pass'}
 
 
 def kind_of(path: tuple[str, ...]) -> Optional[str]:
@@ -167,6 +169,12 @@ def kind_of(path: tuple[str, ...]) -> Optional[str]:
   keys = '.'.join(path)
   if 'bleu' in keys:
     return 'BLEU'
+  if 'sentences_per_s' in keys:
+    return 'sentences/s'
+  if 'cpu_hours' in keys:
+    return 'CPU-hours'
+  if path[-1] in ('tokens_per_pass', 'acceptance'):
+    return 'tokens per pass'
   if path[-1] in ('same_output', 'projection_share'):
     return '%'
   if path[-1] == 'us':
@@ -186,7 +194,8 @@ def numbers_in(value, path: tuple[str, ...] = ()) -> dict[str, list[float]]:
   elif isinstance(value, list):
     parts = [numbers_in(v, path) for v in value]
   elif isinstance(value, str):
-    parts = [{UNITS[m.group(3)]: [float(x) for x in m.group(1, 2) if x]} for m in FIGURE.finditer(value)]
+    parts = [{UNITS[m.group(3)]: [float(x.replace(',', '')) for x in m.group(1, 2) if x]}
+             for m in FIGURE.finditer(value)]
   elif isinstance(value, (int, float)) and not isinstance(value, bool) and kind_of(path):
     kind = kind_of(path)
     parts = [{kind: [100 * float(value) if kind == '%' else float(value)]}]
@@ -201,7 +210,8 @@ def numbers_in(value, path: tuple[str, ...] = ()) -> dict[str, list[float]]:
 
 def quoted_figures_missing(paragraph: str, held: dict[str, list[float]]) -> list[str]:
   """The figures of a paragraph (ratios '2.74x', ranges '0.53-0.86x', times '1.40 ms' or '20 us', scores
-  '9.45 BLEU', shares '61%'; a share in a table row is a setting's threshold, not checked) that no number `held`
+  '9.45 BLEU', shares '61%', '7,625 sentences/s', '1.97 CPU-hours', '1.43 tokens per pass'; a share in a table row
+  is a setting's threshold, not checked) that no number `held`
   of the same kind (numbers_in) gives at the precision quoted."""
   missing = []
   for match in FIGURE.finditer(re.sub(r'`[^`\n]*`', '', paragraph)):  # not in code: a flag's value is no figure
@@ -210,7 +220,7 @@ def quoted_figures_missing(paragraph: str, held: dict[str, list[float]]) -> list
       continue
     for text in filter(None, match.group(1, 2)):
       step = 10.0 ** -len(text.split('.')[1]) if '.' in text else 1.0
-      if not any(abs(x - float(text)) <= step / 2 + 1e-9 for x in held.get(kind, ())):
+      if not any(abs(x - float(text.replace(',', ''))) <= step / 2 + 1e-9 for x in held.get(kind, ())):
         missing.append(match.group(0))
         break
   return missing
@@ -252,7 +262,8 @@ def shown_figures(markdown: str) -> dict[str, list[float]]:
       header = cells
     elif not set(line) <= set('|-: '):
       for name, cell in zip(header, cells):
-        kind = 'BLEU' if 'BLEU' in name else 'ms' if re.search(r'\bms\b', name) else None
+        kind = next((unit for unit in ('BLEU', 'sentences/s', 'CPU-hours', 'tokens per pass') if unit in name),
+                    'ms' if re.search(r'\bms\b', name) else None)
         numbers = re.findall(r'\d+(?:\.\d+)?', cell.replace(',', ''))
         if kind and numbers:
           found.setdefault(kind, []).append(float(numbers[0]))
