@@ -511,14 +511,15 @@ def serving_load() -> str:
       ratios = [cells[c].get('vs_offline_batch64') for c in ('32', '128')]
       body.append((f"{name} ({r['note']})", f"{r['offline']['batch64_sentences_per_s']:.1f}",
                    *[f"{cells[c]['sentences_per_s']:.1f} ({cells[c]['p99_ms']:g})" for c in clients],
-                   ' / '.join(ratio(x) for x in ratios) if None not in ratios else '-'))
+                   ' / '.join(ratio(x) for x in ratios) if None not in ratios else '-',
+                   ratio(cells['1']['p99_ms'] / r['offline']['batch1_p99_ms'])))
   soak = doc['soak']
   return '\n'.join([
       f"{doc['about']} Measured on {doc['machine']}, {doc['runs'][0]['date']}.", '',
       '```bash', doc['command'], '```', '',
       'Cells: sentences/s served (p99 latency in ms) at 1 to 128 clients.', '',
       table(('run: server', 'offline batch 64, sentences/s', *[f'{c} client{"s" if c != "1" else ""}' for c in clients],
-             'served over offline batch 64, 32 / 128 clients'), body), '',
+             'served over offline batch 64, 32 / 128 clients', 'p99 at 1 client over offline batch 1'), body), '',
       f"Over {soak['seconds']} s at {soak['clients']} clients ({soak['run']}, {soak['requests']:,} requests): "
       f"resident memory {soak['rss_mib_start']:,.1f} MiB at the start, {soak['rss_mib_end']:,.1f} MiB at the end.",
       ''])
