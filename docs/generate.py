@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -289,12 +290,6 @@ def every_method_rows(doc: dict, full: bool = True) -> str:
   return table(('run', 'decoder', 'BLEU both refs', *speed_header), body)
 
 
-def method_page(method_label: str) -> str:
-  name = method_label.split(' ')[0].lower()
-  return {'at': 'at', 'dat': 'dat', 'cmlm': 'cmlm', 'hrt': 'hrt', 'ibdecoder': 'ibdecoder', 'sa': 'ibdecoder',
-          'ibdecoder+sa': 'ibdecoder', 'imdecoder': 'ibdecoder', 'selfdraft': 'drafted'}.get(name, name)
-
-
 def results_every_method(full: bool = False) -> str:
   doc = load('benchmark_tiny/results.json')
   return '\n'.join([
@@ -544,24 +539,33 @@ EXAMPLE_OUTPUTS = {
 EXAMPLE_COUNT, EXAMPLE_WORDS = 3, (6, 12)  # the first verses of the test split with 6-12 source words
 
 
+@functools.lru_cache(maxsize=1)
+def example_sources() -> tuple[dict, dict, list, list[int]]:
+  """(the int8 quality benchmark's results.json, its rows by output file name, the test split it decoded, the
+  indices of the verses shown): read once for every method page."""
+  from nat_jax import recipes
+  from nat_jax.data import load_split
+  doc = load('int8_quality/results.json')
+  rows = {r['outputs'].rsplit('/', 1)[-1][:-len('.txt')]: r for r in doc['rows'] if 'outputs' in r}
+  examples = load_split(recipes.load_recipe(recipes.recipe_path(rows['at_bible_tiny.greedy']['run'])).data,
+                        doc['split'])
+  lo, hi = EXAMPLE_WORDS
+  picked = [i for i, e in enumerate(examples) if lo <= len(e.source.split()) <= hi][:EXAMPLE_COUNT]
+  return doc, rows, examples, picked
+
+
 def example_translations(page: str, prefix: str) -> list[str]:
   """Markdown: the first EXAMPLE_COUNT short test verses, each with its reference, the AT's greedy output and this
   page's decoders' outputs, as the committed benchmark wrote them; [] for a page without outputs."""
   if page not in EXAMPLE_OUTPUTS:
     return []
-  from nat_jax import recipes
-  from nat_jax.data import load_split
-  doc = load('int8_quality/results.json')
-  rows = {r['outputs'].rsplit('/', 1)[-1][:-len('.txt')]: r for r in doc['rows'] if 'outputs' in r}
+  doc, rows, examples, picked = example_sources()
   shown = (('AT greedy', 'at_bible_tiny.greedy'),) + EXAMPLE_OUTPUTS[page]
   outputs = {}
   for _, name in shown:
     with open(os.path.join(RESULTS, 'int8_quality', rows[name]['outputs']), encoding='utf-8') as f:
       outputs[name] = f.read().splitlines()
-  examples = load_split(recipes.load_recipe(recipes.recipe_path(rows['at_bible_tiny.greedy']['run'])).data,
-                        doc['split'])
   lo, hi = EXAMPLE_WORDS
-  picked = [i for i, e in enumerate(examples) if lo <= len(e.source.split()) <= hi][:EXAMPLE_COUNT]
   updates = ', '.join(f"{rows[name]['run']} {rows[name]['step']:,}" for _, name in shown)
   out = [f"**Example translations** (English to German; the first {EXAMPLE_COUNT} verses of {lo}-{hi} words of the "
          f"{doc['split']} split, as the tiny runs of [int8 on the CPU]({prefix}results.md#int8-on-the-cpu) wrote "

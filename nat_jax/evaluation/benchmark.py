@@ -416,11 +416,11 @@ def plot_pareto(report: dict, path: str) -> bool:
     return False
   # One panel under the other, so the figure reads at a page's width; a point is named beside it only on the
   # front (the others by their colour and marker in the legend, which names every run and decoder once).
-  legend_rows = (len({r['run'] for r in rows}) + len({r['decoder'] for r in rows}) + 3) // 3
-  height = 5.2 * len(panels) + 0.3 + 0.2 * legend_rows  # inches: the panels, then the legend below them
-  fig, axes = plt.subplots(len(panels), 1, figsize=(8, height), squeeze=False)
   runs = sorted({r['run'] for r in rows})
   decoders = sorted({r['decoder'] for r in rows})
+  legend = 0.3 + 0.2 * ((len(runs) + len(decoders) + 3) // 3)  # inches: 3 columns of runs, decoders, the front
+  height = 5.2 * len(panels) + legend  # the panels, then the legend below them
+  fig, axes = plt.subplots(len(panels), 1, figsize=(8, height), squeeze=False)
   colors = {m: plt.cm.tab20(i % 20) for i, m in enumerate(runs)}
   markers = {d: 'osD^v<>pPX*h'[i % 12] for i, d in enumerate(decoders)}
   for ax, (key, xlabel, x_of) in zip(axes[:, 0], panels):
@@ -444,7 +444,7 @@ def plot_pareto(report: dict, path: str) -> bool:
              + [plt.Line2D([], [], ls='--', color='black', label='Pareto front (named points)')])
   fig.legend(handles=handles, loc='lower center', ncol=3, fontsize=9, frameon=False)
   fig.suptitle(f'{report["split"]} split, {report["sentences"]} sentences; {report["machine"]}', fontsize=10)
-  fig.tight_layout(rect=(0, (0.3 + 0.2 * legend_rows) / height, 1, 0.97))
+  fig.tight_layout(rect=(0, legend / height, 1, 0.97))
   with atomic_output(path, 'wb') as f:
     fig.savefig(f, format='png', dpi=130)
   plt.close(fig)

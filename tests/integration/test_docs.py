@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib.util
 import json
 import os
@@ -14,7 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
-from typing import Optional
+from typing import Iterable, Optional
 
 import pytest
 
@@ -163,9 +164,9 @@ UNITS = {'x': 'x', ' ms': 'ms', ' us': 'us', ' BLEU': 'BLEU', '%': '%', ' senten
 
 
 def kind_of(path: tuple[str, ...]) -> Optional[str]:
-  """What a results file's number at `path` (its keys) measures, in the unit prose quotes it in: 'x' a ratio,
-  'ms' / 'us' a time, 'BLEU' a score, '%' a share held as a fraction; None for anything else (a count, a size,
-  a setting), which no prose figure may be taken for."""
+  """What a results file's number at `path` (its keys) measures, in the unit prose quotes it in (UNITS): 'x' a
+  ratio, 'ms' / 'us' a time, 'BLEU' a score, '%' a share held as a fraction, 'sentences/s', 'CPU-hours', 'tokens
+  per pass'; None for anything else (a count, a size, a setting), which no prose figure may be taken for."""
   keys = '.'.join(path)
   if 'bleu' in keys:
     return 'BLEU'
@@ -186,6 +187,15 @@ def kind_of(path: tuple[str, ...]) -> Optional[str]:
   return None
 
 
+def merged(parts: Iterable[dict[str, list[float]]]) -> dict[str, list[float]]:
+  """Figures by kind, from several such mappings (new lists: the parts are left as they are)."""
+  found: dict[str, list[float]] = {}
+  for part in parts:
+    for kind, xs in part.items():
+      found.setdefault(kind, []).extend(xs)
+  return found
+
+
 def numbers_in(value, path: tuple[str, ...] = ()) -> dict[str, list[float]]:
   """The numbers a results file holds, by what they measure (kind_of); a text's figures by the unit written after
   them ('20 us per call')."""
@@ -196,23 +206,18 @@ def numbers_in(value, path: tuple[str, ...] = ()) -> dict[str, list[float]]:
   elif isinstance(value, str):
     parts = [{UNITS[m.group(3)]: [float(x.replace(',', '')) for x in m.group(1, 2) if x]}
              for m in FIGURE.finditer(value)]
-  elif isinstance(value, (int, float)) and not isinstance(value, bool) and kind_of(path):
-    kind = kind_of(path)
+  elif isinstance(value, (int, float)) and not isinstance(value, bool) and (kind := kind_of(path)):
     parts = [{kind: [100 * float(value) if kind == '%' else float(value)]}]
   else:
     parts = []
-  found: dict[str, list[float]] = {}
-  for part in parts:
-    for kind, xs in part.items():
-      found.setdefault(kind, []).extend(xs)
-  return found
+  return merged(parts)
 
 
 def quoted_figures_missing(paragraph: str, held: dict[str, list[float]]) -> list[str]:
   """The figures of a paragraph (ratios '2.74x', ranges '0.53-0.86x', times '1.40 ms' or '20 us', scores
   '9.45 BLEU', shares '61%', '7,625 sentences/s', '1.97 CPU-hours', '1.43 tokens per pass'; a share in a table row
-  is a setting's threshold, not checked) that no number `held`
-  of the same kind (numbers_in) gives at the precision quoted."""
+  is a setting's threshold, not checked) that no number `held` of the same kind (numbers_in) gives at the
+  precision quoted."""
   missing = []
   for match in FIGURE.finditer(re.sub(r'`[^`\n]*`', '', paragraph)):  # not in code: a flag's value is no figure
     kind = UNITS[match.group(3)]
@@ -239,13 +244,15 @@ def prose_paragraphs(text: str) -> list[str]:
   return re.split(r'\n\s*\n|\n(?=- |\d+\. |\|)', '\n'.join(kept))
 
 
+@functools.lru_cache(maxsize=None)
+def file_numbers(name: str) -> dict[str, list[float]]:
+  """numbers_in of docs/results/<name>, read once (callers merge it, never change it)."""
+  with open(os.path.join(DOCS, 'results', name), encoding='utf-8') as f:
+    return numbers_in(json.load(f))
+
+
 def results_numbers(names) -> dict[str, list[float]]:
-  held: dict[str, list[float]] = {}
-  for name in names:
-    with open(os.path.join(DOCS, 'results', name), encoding='utf-8') as f:
-      for kind, xs in numbers_in(json.load(f)).items():
-        held.setdefault(kind, []).extend(xs)
-  return held
+  return merged(map(file_numbers, names))
 
 
 def shown_figures(markdown: str) -> dict[str, list[float]]:
@@ -285,19 +292,14 @@ def test_prose_quotes_only_figures_its_results_files_hold():
     for fragment in re.findall(r'_generated/\w+\.md', text):
       with open(os.path.join(DOCS, fragment), encoding='utf-8') as f:
         generated.append(f.read())
-    shown: dict[str, list[float]] = {}
-    for figures in map(shown_figures, generated):
-      for kind, xs in figures.items():
-        shown.setdefault(kind, []).extend(xs)
+    shown = merged(map(shown_figures, generated))
     lead: set[str] = set()  # the files the paragraph before a list names: its items quote them too
     for paragraph in prose_paragraphs(text):
       own = set(re.findall(r'results/([\w/]+\.json)', paragraph))
       is_item = bool(re.match(r'- |\d+\. ', paragraph.lstrip('\n')))
       named = sorted(own | lead) if is_item else sorted(own)
       lead = lead if is_item else own
-      held = results_numbers(named)
-      for kind, xs in shown.items():
-        held.setdefault(kind, []).extend(xs)
+      held = merged([results_numbers(named), shown])
       wrong += [f'{path}: {figure} (neither in its generated tables nor in {", ".join(named) or "a file it names"})'
                 for figure in quoted_figures_missing(paragraph, held)]
   assert not wrong, '\n'.join(wrong)
